@@ -1,0 +1,1 @@
+"""nearpeak's optimization loop: proposers, the git ledger and the `nearpeak` command line."""
