@@ -54,3 +54,59 @@ def evaluate_static(path: str | Path, target: str | None = None, shape=None, kno
         return record
     except NearpeakError as err:
         return error_record(path, target, err)
+
+
+def evaluate_foreign(path: str | Path, entry: str, args: list[str], target: str,
+                     dump_dir: str | Path | None = None) -> dict:
+    """Static evaluation of a non-contract file through its own host function; reports every kernel."""
+    from .foreign import compile_foreign
+    from .static import analyze, dump_artifacts
+
+    path = str(path)
+    try:
+        tgt = get_target(target)
+        started = time.perf_counter()
+        kernels = compile_foreign(path, entry, args, tgt)
+        record = _base_record(path, target)
+        record.update(entry=entry, args=list(args), shape=None, compile_seconds=round(time.perf_counter() - started, 3),
+                      static=analyze(kernels, tgt, None))
+        if dump_dir:
+            record["dumped"] = dump_artifacts(kernels, tgt, dump_dir)
+        return record
+    except NearpeakError as err:
+        if isinstance(err, UsageError):
+            raise
+        return error_record(path, target, err)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+
+
+def evaluate(path: str | Path, target: str | None = None, shape=None, knobs: dict | None = None,
+             run: bool | None = None, seed: int | None = None, profile: bool = False, timeout_s: float = 600.0,
+             dump_dir: str | Path | None = None) -> dict:
+    """Static evaluation, plus the runtime stage when `run` is true or (None) a GPU of the target is present.
+
+    `run=True` without such a GPU gives a record with status "no_device".
+    """
+    record = evaluate_static(path, target, shape, knobs, dump_dir)
+    if record["status"] != "ok" or run is False:
+        return record
+    from .errors import NoDeviceError
+
+    try:
+        from .runtime.device import detect_target
+    except ImportError:
+        detect_target = lambda: None  # noqa: E731 - runtime stage not installed
+    present = detect_target()
+    if present != record["target"]:
+        if run:
+            err = NoDeviceError(f"--run needs a {record['target']} GPU; this machine has "
+                                f"{present or 'none'}", file=str(path))
+            record.update(status=err.status, message=err.message)
+        return record
+    from .runtime.evaluate import runtime_evaluate
+
+    record["runtime"] = runtime_evaluate(str(path), record["target"], shape, knobs, seed, profile)
+    if record["runtime"].get("verdict") not in (None, "ok", "correct"):
+        record["status"] = record["runtime"]["verdict"]
+    return record

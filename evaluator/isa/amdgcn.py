@@ -1,0 +1,193 @@
+"""Parse AMDGPU assembly (.amdgcn) from Triton's gfx950 compile.
+
+Register and spill counts come from the HSA metadata the assembler emits (`.vgpr_count`,
+`.agpr_count`, ...) and from LLVM's resource-usage comments (`; NumVgprs:`). Loops come from LLVM's
+block comments: a loop header carries `Loop Header: Depth=N`, every other block of the loop carries
+`in Loop: Header=BBx_y Depth=N`.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from .common import Instruction, Loop
+
+_LABEL = re.compile(r"^(\.?L?BB\d+_\d+|\.LBB\d+_\d+):(.*)$")
+_HEADER = re.compile(r"Loop Header: Depth=(\d+)")
+_IN_LOOP = re.compile(r"in Loop: Header=(BB\d+_\d+) Depth=(\d+)")
+_INSTR = re.compile(r"^\s+([a-z][a-z0-9_.]*)\b\s*(.*?)\s*(?:;.*)?$")
+
+
+@dataclass(frozen=True)
+class ResourceUsage:
+    arch_vgprs: int
+    agprs: int
+    total_vgprs: int
+    sgprs: int
+    vgpr_spill_count: int
+    sgpr_spill_count: int
+    scratch_bytes: int
+    lds_bytes_static: int       # the .amdgcn LDS fields: 0 for Triton, whose LDS is dynamic
+    compiler_occupancy: int | None
+
+
+def _meta_int(text: str, key: str, default: int = 0) -> int:
+    m = re.search(rf"^\s*(?:-\s+)?\.{key}:\s+(\d+)", text, re.M)
+    return int(m.group(1)) if m else default
+
+
+def _comment_int(text: str, key: str) -> int | None:
+    m = re.search(rf"^; {key}: (\d+)", text, re.M)
+    return int(m.group(1)) if m else None
+
+
+def parse_resource_usage(text: str) -> ResourceUsage:
+    total = _meta_int(text, "vgpr_count")
+    agprs = _meta_int(text, "agpr_count")
+    arch = _comment_int(text, "NumVgprs")
+    return ResourceUsage(
+        arch_vgprs=arch if arch is not None else total - agprs,
+        agprs=agprs,
+        total_vgprs=total,
+        sgprs=_meta_int(text, "sgpr_count"),
+        vgpr_spill_count=_meta_int(text, "vgpr_spill_count"),
+        sgpr_spill_count=_meta_int(text, "sgpr_spill_count"),
+        scratch_bytes=_meta_int(text, "private_segment_fixed_size"),
+        lds_bytes_static=_meta_int(text, "group_segment_fixed_size"),
+        compiler_occupancy=_comment_int(text, "Occupancy"),
+    )
+
+
+def parse_instructions(text: str) -> list[tuple[str | None, Instruction]]:
+    """Instructions of the kernel body with the label of the block each lies in."""
+    out: list[tuple[str | None, Instruction]] = []
+    block: str | None = None
+    in_text = False
+    for no, raw in enumerate(text.splitlines(), 1):
+        if raw.startswith("\t.text") or raw.startswith("\t.section\t.text"):
+            in_text = True
+        if raw.startswith("\t.section") and ".text" not in raw:
+            in_text = False
+        label = _LABEL.match(raw)
+        if label:
+            block = label.group(1).lstrip(".")
+            continue
+        if not in_text or raw.lstrip().startswith((";", ".")):
+            continue
+        m = _INSTR.match(raw)
+        if m:
+            out.append((block, Instruction(m.group(1), m.group(2), no)))
+    return out
+
+
+def _block_loops(text: str) -> dict[str, tuple[str, int]]:
+    """Block label -> (innermost loop header, depth)."""
+    loops: dict[str, tuple[str, int]] = {}
+    for raw in text.splitlines():
+        label = _LABEL.match(raw)
+        if not label:
+            continue
+        name, comment = label.group(1).lstrip("."), label.group(2)
+        if (m := _HEADER.search(comment)):
+            loops[name] = (name.lstrip("L"), int(m.group(1)))
+        elif (m := _IN_LOOP.search(comment)):
+            loops[name] = (m.group(1), int(m.group(2)))
+    return loops
+
+
+def find_loops(text: str) -> list[Loop]:
+    membership = _block_loops(text)
+    loops: dict[str, Loop] = {}
+    for block, ins in parse_instructions(text):
+        if block is None or block not in membership:
+            continue
+        header, depth = membership[block]
+        loops.setdefault(header, Loop(header=header, depth=depth)).instructions.append(ins)
+    # An outer loop also contains its inner loops' blocks; LLVM annotates each block with its innermost
+    # loop only, so the hot loop (the one with the most matrix work) is looked up among innermost loops.
+    return list(loops.values())
+
+
+def is_mfma(m: str) -> bool:
+    return m.startswith("v_mfma") or m.startswith("v_smfmac")
+
+
+def is_scratch(m: str) -> bool:
+    return m.startswith("scratch_")
+
+
+def is_direct_to_lds(ins: Instruction) -> bool:
+    return (ins.mnemonic.startswith(("buffer_load", "global_load")) and re.search(r"\blds\b", ins.operands) is not None) \
+        or ins.mnemonic.startswith("global_load_lds")
+
+
+def classify(ins: Instruction) -> str:
+    """Coarse class of one instruction, for the hot-loop mix."""
+    m = ins.mnemonic
+    if is_mfma(m):
+        return "mfma"
+    if is_scratch(m):
+        return "scratch_load" if "load" in m else "scratch_store"
+    if is_direct_to_lds(ins):
+        return "direct_to_lds_load"
+    if m.startswith("buffer_load"):
+        return "buffer_load"
+    if m.startswith("global_load"):
+        return "global_load"
+    if m.startswith(("buffer_store", "global_store")):
+        return "global_store"
+    if m.startswith(("ds_read", "ds_load")):
+        return "ds_read"
+    if m.startswith(("ds_write", "ds_store")):
+        return "ds_write"
+    if m.startswith("s_waitcnt"):
+        return "s_waitcnt"
+    if m.startswith(("s_cbranch", "s_branch", "s_setpc")):
+        return "branch"
+    if m.startswith("s_barrier"):
+        return "barrier"
+    if m.startswith("s_load") or m.startswith("s_buffer_load"):
+        return "scalar_load"
+    if m.startswith("v_"):
+        return "valu"
+    if m.startswith("s_"):
+        return "salu"
+    return "other"
+
+
+def mfma_format(ins: Instruction) -> str | None:
+    """Operand format of an f8f6f4 MFMA from its cbsz/blgp modifiers (0 fp8, 1 bf8, 2 fp6, 3 bf6, 4 fp4)."""
+    if "f8f6f4" not in ins.mnemonic:
+        return None
+    names = {0: "fp8", 1: "bf8", 2: "fp6", 3: "bf6", 4: "fp4"}
+    cbsz = re.search(r"cbsz:(\d+)", ins.operands)
+    blgp = re.search(r"blgp:(\d+)", ins.operands)
+    a = names.get(int(cbsz.group(1)) if cbsz else 0, "fp8")
+    b = names.get(int(blgp.group(1)) if blgp else 0, "fp8")
+    return a if a == b else f"{a}x{b}"
+
+
+def instruction_mix(instructions: list[Instruction]) -> dict:
+    classes = Counter(classify(i) for i in instructions)
+    by_width = lambda prefix: dict(sorted(Counter(  # noqa: E731
+        i.mnemonic for i in instructions if classify(i) == prefix).items()))
+    return {
+        "instructions": len(instructions),
+        "mfma": classes["mfma"],
+        "global_load": classes["global_load"],
+        "buffer_load": classes["buffer_load"],
+        "direct_to_lds_load": classes["direct_to_lds_load"],
+        "global_store": classes["global_store"],
+        "ds_read": classes["ds_read"],
+        "ds_write": classes["ds_write"],
+        "ds_read_by_width": by_width("ds_read"),
+        "ds_write_by_width": by_width("ds_write"),
+        "s_waitcnt": classes["s_waitcnt"],
+        "valu": classes["valu"],
+        "salu": classes["salu"],
+        "branch": classes["branch"],
+        "barrier": classes["barrier"],
+        "scratch_load": classes["scratch_load"],
+        "scratch_store": classes["scratch_store"],
+    }

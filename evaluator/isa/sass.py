@@ -1,0 +1,155 @@
+"""Parse Hopper SASS (from `nvdisasm -c` on Triton's cubin) and ptxas's resource report.
+
+Registers, stack frame and spill bytes come from `ptxas -v` run on the kernel's PTX with the target's
+`--gpu-name`; the instruction mix and the hot loop from the disassembly, where a loop is a branch back
+to an earlier label.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+import tempfile
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from .common import Instruction, Loop
+
+_LABEL = re.compile(r"^(\.L_x_\d+):")
+_INSTR = re.compile(r"^\s+/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Za-z0-9_.]*)\s*(.*?)\s*;")
+_TARGET = re.compile(r"`\((\.L_x_\d+)\)")
+_HGMMA_SHAPE = re.compile(r"HGMMA\.(\d+)x(\d+)x(\d+)")
+
+
+@dataclass(frozen=True)
+class ResourceUsage:
+    registers: int
+    stack_frame_bytes: int
+    spill_store_bytes: int
+    spill_load_bytes: int
+    barriers: int
+
+
+def _tool(name: str) -> str:
+    from triton import knobs
+
+    return getattr(knobs.nvidia, name).path
+
+
+def ptxas_resource_usage(ptx: str, arch: str = "sm_90a") -> ResourceUsage:
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp, "k.ptx")
+        src.write_text(ptx)
+        result = subprocess.run([_tool("ptxas"), "-v", "--gpu-name", arch, str(src), "-o", str(Path(tmp, "k.o"))],
+                                capture_output=True, text=True, timeout=300)
+    return parse_ptxas_report(result.stdout + result.stderr)
+
+
+def parse_ptxas_report(text: str) -> ResourceUsage:
+    def num(pattern: str) -> int:
+        m = re.search(pattern, text)
+        return int(m.group(1)) if m else 0
+
+    return ResourceUsage(
+        registers=num(r"Used (\d+) registers"),
+        stack_frame_bytes=num(r"(\d+) bytes stack frame"),
+        spill_store_bytes=num(r"(\d+) bytes spill stores"),
+        spill_load_bytes=num(r"(\d+) bytes spill loads"),
+        barriers=num(r"used (\d+) barriers"),
+    )
+
+
+def disassemble(cubin: bytes) -> str:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp, "k.cubin")
+        path.write_bytes(cubin)
+        result = subprocess.run([_tool("nvdisasm"), "-c", str(path)], capture_output=True, text=True, timeout=300)
+    if result.returncode != 0:
+        raise RuntimeError(f"nvdisasm failed: {result.stderr.strip()}")
+    return result.stdout
+
+
+def parse_instructions(text: str) -> list[tuple[str | None, Instruction]]:
+    out: list[tuple[str | None, Instruction]] = []
+    label: str | None = None
+    for no, raw in enumerate(text.splitlines(), 1):
+        if (m := _LABEL.match(raw)):
+            label = m.group(1)
+            continue
+        if (m := _INSTR.match(raw)):
+            out.append((label, Instruction(m.group(1), m.group(2), no)))
+    return out
+
+
+def find_loops(text: str) -> list[Loop]:
+    """Each backward branch closes a loop that spans from its target label to the branch."""
+    lines = text.splitlines()
+    label_line = {m.group(1): no for no, raw in enumerate(lines, 1) if (m := _LABEL.match(raw))}
+    instructions = [ins for _, ins in parse_instructions(text)]
+    loops = []
+    for ins in instructions:
+        if not ins.mnemonic.startswith("BRA"):
+            continue
+        target = _TARGET.search(ins.operands)
+        if not target or label_line.get(target.group(1), ins.line) >= ins.line:
+            continue
+        start = label_line[target.group(1)]
+        body = [i for i in instructions if start < i.line <= ins.line]
+        loops.append(Loop(header=target.group(1), depth=1, instructions=body))
+    return loops
+
+
+def is_matrix(m: str) -> bool:
+    return m.startswith(("HGMMA", "HMMA", "IMMA", "QGMMA"))
+
+
+def is_spill(m: str) -> bool:
+    return m.startswith(("STL", "LDL"))
+
+
+def hgmma_cycles(ins: Instruction) -> int:
+    """Tensor-pipe cycles of one warpgroup MMA: an SM retires 2048 dense 16-bit (4096 8-bit) FMA per clock."""
+    m = _HGMMA_SHAPE.match(ins.mnemonic)
+    if not m:
+        return 0
+    rows, cols, depth = (int(g) for g in m.groups())
+    eight_bit = any(t in ins.mnemonic for t in (".E4M3", ".E5M2", ".S8", ".U8"))
+    return rows * cols * depth // (4096 if eight_bit else 2048)
+
+
+def classify(ins: Instruction) -> str:
+    m = ins.mnemonic
+    if m.startswith(("HGMMA", "QGMMA")):
+        return "wgmma"
+    if m.startswith(("HMMA", "IMMA")):
+        return "mma_sync"
+    if m.startswith("UTMALDG"):
+        return "tma_load"
+    if m.startswith("UTMASTG"):
+        return "tma_store"
+    if m.startswith("LDGSTS"):
+        return "cp_async"
+    if m.startswith("LDG"):
+        return "global_load"
+    if m.startswith(("STG", "RED", "ATOMG")):
+        return "global_store"
+    if m.startswith("LDSM") or m.startswith("LDS"):
+        return "shared_load"
+    if m.startswith("STS"):
+        return "shared_store"
+    if is_spill(m):
+        return "spill_store" if m.startswith("STL") else "spill_load"
+    if m.startswith(("SYNCS", "BAR", "WARPGROUP", "DEPBAR", "WARPSYNC")):
+        return "sync"
+    if m.startswith(("BRA", "EXIT", "RET", "CALL", "BSYNC", "BSSY")):
+        return "branch"
+    if m.startswith("U"):
+        return "uniform"
+    return "alu"
+
+
+def instruction_mix(instructions: list[Instruction]) -> dict:
+    classes = Counter(classify(i) for i in instructions)
+    keys = ("wgmma", "mma_sync", "tma_load", "tma_store", "cp_async", "global_load", "global_store",
+            "shared_load", "shared_store", "sync", "branch", "uniform", "alu", "spill_store", "spill_load")
+    return {"instructions": len(instructions), **{k: classes[k] for k in keys}}

@@ -1,0 +1,74 @@
+"""Human-readable rendering of evaluation records and tables."""
+from __future__ import annotations
+
+
+def table(rows: list[list], headers: list[str]) -> str:
+    cells = [[("" if c is None else str(c)) for c in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
+    line = lambda r: "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))  # noqa: E731
+    return "\n".join([line(headers), line(["-" * w for w in widths]), *(line(r) for r in cells)])
+
+
+def pct(x) -> str:
+    return "" if x is None else f"{100 * x:.1f}%"
+
+
+_GFX950_FIELDS = [
+    ("kernel", "kernel", ""), ("grid", "grid", ""), ("arch_vgprs", "arch VGPRs", ""), ("agprs", "AGPRs", ""),
+    ("total_vgprs", "total VGPRs", ""), ("sgprs", "SGPRs", ""), ("vgpr_spill_count", "VGPR spills", ""),
+    ("sgpr_spill_count", "SGPR spills", ""), ("scratch_bytes", "scratch", "B"), ("lds_bytes", "LDS", "B"),
+    ("occupancy_waves_per_simd", "occupancy", "waves/SIMD"), ("mfma_count", "MFMA instructions", ""),
+    ("mfma_shape", "MFMA shape", ""), ("shared_layouts", "shared layouts", ""),
+]
+_SM90_FIELDS = [
+    ("kernel", "kernel", ""), ("grid", "grid", ""), ("registers", "registers/thread", ""),
+    ("spill_store_bytes", "spill stores", "B"), ("spill_load_bytes", "spill loads", "B"),
+    ("stack_frame_bytes", "stack frame", "B"), ("shared_bytes", "shared memory", "B"),
+    ("occupancy_blocks_per_sm", "occupancy", "blocks/SM"), ("wgmma_count", "wgmma (HGMMA)", ""),
+    ("hmma_count", "mma.sync (HMMA)", ""), ("tma_load_count", "TMA loads (UTMALDG)", ""),
+    ("tma_store_count", "TMA stores (UTMASTG)", ""), ("cp_async_count", "cp.async (LDGSTS)", ""),
+    ("matrix_shape", "matrix shape", ""),
+]
+
+
+def _value(v, unit: str) -> str:
+    if isinstance(v, list):
+        v = ", ".join(str(x) for x in v) if v else "-"
+    return f"{v} {unit}".strip()
+
+
+def format_record(record: dict) -> str:
+    head = f"{record.get('file')}  target={record.get('target')}  shape={record.get('shape')}"
+    if record.get("status") != "ok":
+        where = record.get("file") or ""
+        if record.get("line"):
+            where += f":{record['line']}"
+        return f"{where}: {record.get('status')}: {record.get('message')}"
+    st = record["static"]
+    fields = _GFX950_FIELDS if record.get("target") == "gfx950" else _SM90_FIELDS
+    lines = [head, f"compiled in {record.get('compile_seconds')} s with triton {record.get('triton_version')}", ""]
+    lines += [f"  {label:<22} {_value(st.get(key), unit)}" for key, label, unit in fields]
+    loop = st.get("hot_loop")
+    if loop:
+        mix = {k: v for k, v in loop.items() if k not in ("excerpt", "header") and v}
+        lines += ["", f"  hot loop ({loop['instructions']} instructions, header {loop['header']}):"]
+        lines += [f"    {k:<20} {v}" for k, v in mix.items() if k != "instructions"]
+        lines.append(f"  {'hot_loop_spills':<22} {st.get('hot_loop_spills')}")
+        est = st.get("estimate") or {}
+        lines.append(f"  {'efficiency':<22} {pct(st.get('estimated_efficiency'))} "
+                     f"(STATIC ESTIMATE: {est.get('matrix_cycles_per_iteration')} matrix cycles over "
+                     f"{est.get('estimated_iteration_cycles')} estimated cycles per iteration, bound: {est.get('bound')})")
+    else:
+        lines.append("  no loop with matrix instructions found")
+    if len(st.get("kernels", [])) > 1:
+        lines.append(f"\n  {len(st['kernels'])} kernels compiled; the headline is the one with the most matrix work")
+    rt = record.get("runtime")
+    if rt:
+        lines += ["", "  runtime (MEASURED on " + str(rt.get("device")) + "):"]
+        for key in ("verdict", "correct", "tflops", "pct_of_peak", "vendor_tflops", "ratio_vs_vendor",
+                    "tensor_pipe_pct", "mfma_efficiency", "timing_method"):
+            if key in rt and rt[key] is not None:
+                lines.append(f"    {key:<20} {rt[key]}")
+    if record.get("dumped"):
+        lines.append(f"\n  wrote {len(record['dumped'])} files: {', '.join(record['dumped'])}")
+    return "\n".join(lines)

@@ -1,0 +1,94 @@
+"""v03 - a multi-stage TMA ring: loads run NUM_STAGES - 1 tiles ahead of the MMA.
+
+What this stage adds: software pipelining of the copies. Shared memory holds NUM_STAGES slots of (A, B) tiles,
+each with its own mbarrier. A prologue fills NUM_STAGES - 1 slots; in the loop, step k first refills the slot
+that step k - 1 just finished with the tile for step k + NUM_STAGES - 1, then waits for slot k's barrier and
+runs the MMA. Slot i's barrier completes once per lap of the ring, so its wait phase is (k // NUM_STAGES) & 1.
+The wgmma is still synchronous, which is what makes refilling the previous slot safe: it has been read.
+
+Why: with one buffer (v02) the tensor core idled for a whole global-memory round trip every step. Now
+NUM_STAGES - 1 copies are always in flight, so memory latency hides behind the MMAs of the earlier tiles.
+
+What to look for in SASS: the same `UTMALDG.2D` pair and `SYNCS.PHASECHK` wait per iteration, but the copy now
+targets a slot computed from the iteration count; shared memory grows to NUM_STAGES x 32 KiB; HGMMA is still
+followed at once by `WARPGROUP.DEPBAR.LE gsb0, 0x0`: the warps wait for every MMA before issuing the next
+copies, which the next stage removes.
+"""
+import torch
+import triton
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+STAGE = "v03"
+TECHNIQUE = "multi-stage TMA ring (NUM_STAGES slots, one mbarrier each)"
+TARGET = "sm90"
+DTYPE = "bfloat16"
+OUT_DTYPE = "bfloat16"
+SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 2048), (16384, 8192, 4096), (256, 8192, 8192)]
+SHAPE_MULTIPLE = (1, 8, 8)  # TMA zero-fills partial boxes; row strides must be 16-byte multiples
+KNOBS = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "NUM_STAGES": 3, "num_warps": 4}
+KNOB_CHOICES = {"BLOCK_N": [64, 128], "NUM_STAGES": [2, 3, 4, 5]}
+
+
+@gluon.jit
+def issue_load(a_desc, b_desc, a_smem, b_smem, ready, i, off_m, off_n, pred,
+               NUM_STAGES: gl.constexpr, BLOCK_K: gl.constexpr):
+    """Start the copies of K-step i into slot i % NUM_STAGES (skipped when pred is false)."""
+    s = i % NUM_STAGES
+    bar = ready.index(s)
+    mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes, pred=pred)
+    tma.async_copy_global_to_shared(a_desc, [off_m, i * BLOCK_K], bar, a_smem.index(s), pred=pred)
+    tma.async_copy_global_to_shared(b_desc, [off_n, i * BLOCK_K], bar, b_smem.index(s), pred=pred)
+
+
+@gluon.jit
+def gemm_kernel(a_desc, b_desc, c_ptr, M, N, K, NUM_STAGES: gl.constexpr, num_warps: gl.constexpr):
+    BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
+    BLOCK_N: gl.constexpr = b_desc.block_type.shape[0]
+    BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
+    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                         instr_shape=[16, BLOCK_N, 16])
+    a_smem = gl.allocate_shared_memory(a_desc.dtype, [NUM_STAGES] + a_desc.block_type.shape, a_desc.layout)
+    b_smem = gl.allocate_shared_memory(b_desc.dtype, [NUM_STAGES] + b_desc.block_type.shape, b_desc.layout)
+    ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(NUM_STAGES):
+        mbarrier.init(ready.index(i), count=1)
+
+    off_m = gl.program_id(0) * BLOCK_M
+    off_n = gl.program_id(1) * BLOCK_N
+    k_steps = gl.cdiv(K, BLOCK_K)
+    for i in gl.static_range(NUM_STAGES - 1):
+        issue_load(a_desc, b_desc, a_smem, b_smem, ready, i, off_m, off_n, i < k_steps, NUM_STAGES, BLOCK_K)
+
+    acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, acc_layout)
+    for k in range(k_steps):
+        # Slot (k - 1) % NUM_STAGES was consumed by the synchronous MMA of step k - 1: refill it.
+        nxt = k + NUM_STAGES - 1
+        issue_load(a_desc, b_desc, a_smem, b_smem, ready, nxt, off_m, off_n, nxt < k_steps, NUM_STAGES, BLOCK_K)
+        s = k % NUM_STAGES
+        mbarrier.wait(ready.index(s), (k // NUM_STAGES) & 1)
+        acc = warpgroup_mma(a_smem.index(s), b_smem.index(s).permute((1, 0)), acc)
+    for i in gl.static_range(NUM_STAGES):
+        mbarrier.invalidate(ready.index(i))
+
+    store_layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
+    out = gl.convert_layout(acc.to(gl.bfloat16), store_layout)
+    rows_c = off_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, store_layout))
+    cols_c = off_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, store_layout))
+    mask = (rows_c[:, None] < M) & (cols_c[None, :] < N)
+    gl.store(c_ptr + rows_c[:, None] * N + cols_c[None, :], out, mask=mask)
+
+
+def launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, BLOCK_M: int, BLOCK_N: int, BLOCK_K: int,
+           NUM_STAGES: int, num_warps: int):
+    """C = A @ B^T. Returns the compiled kernel so callers can read registers and spills."""
+    M, K = a.shape
+    N = b.shape[0]
+    a_layout = gl.NVMMASharedLayout.get_default_for([BLOCK_M, BLOCK_K], gl.bfloat16)
+    b_layout = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_K], gl.bfloat16)
+    a_desc = TensorDescriptor.from_tensor(a, [BLOCK_M, BLOCK_K], a_layout)
+    b_desc = TensorDescriptor.from_tensor(b, [BLOCK_N, BLOCK_K], b_layout)
+    grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))
+    return gemm_kernel[grid](a_desc, b_desc, c, M, N, K, NUM_STAGES, num_warps=num_warps)

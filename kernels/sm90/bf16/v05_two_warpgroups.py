@@ -1,0 +1,95 @@
+"""v05 - a 128 x 256 tile computed by two consumer warpgroups (8 warps).
+
+What this stage adds: a larger output tile. The CTA now runs 8 warps, two warpgroups, and the accumulator layout
+puts all 8 warps along M (`warps_per_cta=[8, 1]`): warpgroup 0 owns rows 0-63 and warpgroup 1 rows 64-127, each
+issuing `wgmma.m64n256k16` against the same shared B tile. Each thread holds 64 x 256 / 128 = 128 fp32
+accumulators. The TMA ring keeps its shape; one stage is now 16 KiB of A plus 32 KiB of B.
+
+Why: arithmetic intensity. A 128 x 128 x 64 step moves 32 KiB through shared memory for 2 MFLOP; a 128 x 256 x 64
+step moves 48 KiB for 4 MFLOP, so the shared-memory and L2 bandwidth per FLOP fall by a third, and N = 256 is the
+widest (most efficient) wgmma instruction. Two warpgroups also let one warpgroup's bookkeeping (barrier waits,
+TMA issue) hide behind the other's MMAs.
+
+What to look for in SASS: `HGMMA.64x256x16.F32.BF16` (4 per K step per warpgroup), shared memory about
+NUM_STAGES x 48 KiB, and registers near 200 per thread of which 128 hold the accumulator; still 0 spills.
+"""
+import torch
+import triton
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+STAGE = "v05"
+TECHNIQUE = "128x256 tile over two consumer warpgroups (8 warps), wgmma n=256"
+TARGET = "sm90"
+DTYPE = "bfloat16"
+OUT_DTYPE = "bfloat16"
+SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 2048), (16384, 8192, 4096), (256, 8192, 8192)]
+SHAPE_MULTIPLE = (1, 8, 8)  # TMA zero-fills partial boxes; row strides must be 16-byte multiples
+KNOBS = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "NUM_STAGES": 4, "num_warps": 8}
+KNOB_CHOICES = {"BLOCK_N": [128, 256], "NUM_STAGES": [3, 4]}
+
+
+@gluon.jit
+def issue_load(a_desc, b_desc, a_smem, b_smem, ready, i, off_m, off_n, pred,
+               NUM_STAGES: gl.constexpr, BLOCK_K: gl.constexpr):
+    """Start the copies of K-step i into slot i % NUM_STAGES (skipped when pred is false)."""
+    s = i % NUM_STAGES
+    bar = ready.index(s)
+    mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes, pred=pred)
+    tma.async_copy_global_to_shared(a_desc, [off_m, i * BLOCK_K], bar, a_smem.index(s), pred=pred)
+    tma.async_copy_global_to_shared(b_desc, [off_n, i * BLOCK_K], bar, b_smem.index(s), pred=pred)
+
+
+@gluon.jit
+def gemm_kernel(a_desc, b_desc, c_ptr, M, N, K, NUM_STAGES: gl.constexpr, num_warps: gl.constexpr):
+    BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
+    BLOCK_N: gl.constexpr = b_desc.block_type.shape[0]
+    BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
+    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                         instr_shape=[16, BLOCK_N, 16])
+    a_smem = gl.allocate_shared_memory(a_desc.dtype, [NUM_STAGES] + a_desc.block_type.shape, a_desc.layout)
+    b_smem = gl.allocate_shared_memory(b_desc.dtype, [NUM_STAGES] + b_desc.block_type.shape, b_desc.layout)
+    ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(NUM_STAGES):
+        mbarrier.init(ready.index(i), count=1)
+
+    off_m = gl.program_id(0) * BLOCK_M
+    off_n = gl.program_id(1) * BLOCK_N
+    k_steps = gl.cdiv(K, BLOCK_K)
+    for i in gl.static_range(NUM_STAGES - 1):
+        issue_load(a_desc, b_desc, a_smem, b_smem, ready, i, off_m, off_n, i < k_steps, NUM_STAGES, BLOCK_K)
+
+    acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, acc_layout)
+    for k in range(k_steps):
+        s = k % NUM_STAGES
+        mbarrier.wait(ready.index(s), (k // NUM_STAGES) & 1)
+        acc = warpgroup_mma(a_smem.index(s), b_smem.index(s).permute((1, 0)), acc, is_async=True)
+        # At most one MMA group in flight: step k - 1 has retired, so its slot can be refilled.
+        acc, _, _ = warpgroup_mma_wait(num_outstanding=1, deps=(acc, a_smem.index(s), b_smem.index(s)))
+        nxt = k + NUM_STAGES - 1
+        issue_load(a_desc, b_desc, a_smem, b_smem, ready, nxt, off_m, off_n, nxt < k_steps, NUM_STAGES, BLOCK_K)
+    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+    for i in gl.static_range(NUM_STAGES):
+        mbarrier.invalidate(ready.index(i))
+
+    store_layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
+    out = gl.convert_layout(acc.to(gl.bfloat16), store_layout)
+    rows_c = off_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, store_layout))
+    cols_c = off_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, store_layout))
+    mask = (rows_c[:, None] < M) & (cols_c[None, :] < N)
+    gl.store(c_ptr + rows_c[:, None] * N + cols_c[None, :], out, mask=mask)
+
+
+def launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, BLOCK_M: int, BLOCK_N: int, BLOCK_K: int,
+           NUM_STAGES: int, num_warps: int):
+    """C = A @ B^T. Returns the compiled kernel so callers can read registers and spills."""
+    M, K = a.shape
+    N = b.shape[0]
+    a_layout = gl.NVMMASharedLayout.get_default_for([BLOCK_M, BLOCK_K], gl.bfloat16)
+    b_layout = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_K], gl.bfloat16)
+    a_desc = TensorDescriptor.from_tensor(a, [BLOCK_M, BLOCK_K], a_layout)
+    b_desc = TensorDescriptor.from_tensor(b, [BLOCK_N, BLOCK_K], b_layout)
+    grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))
+    return gemm_kernel[grid](a_desc, b_desc, c, M, N, K, NUM_STAGES, num_warps=num_warps)
