@@ -37,7 +37,14 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except BrokenPipeError:  # output piped into `head` and closed early
+        sys.stderr.close()
+        return 0
+    except KeyboardInterrupt:
+        print("nearpeak: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

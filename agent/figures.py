@@ -19,6 +19,7 @@ class Figures:
     status: str
     tflops_measured: float | None
     efficiency_measured: float | None
+    vs_vendor_measured: float | None
     efficiency_estimate: float | None
     registers: int | None
     spills: int | None
@@ -40,7 +41,8 @@ def figures(record: dict) -> Figures:
     return Figures(
         status=record.get("status", "unknown"),
         tflops_measured=runtime.get("tflops"),
-        efficiency_measured=runtime.get("efficiency", runtime.get("ratio_vs_vendor")),
+        efficiency_measured=runtime.get("efficiency"),
+        vs_vendor_measured=runtime.get("ratio_vs_vendor"),
         efficiency_estimate=static.get("estimated_efficiency"),
         registers=static.get("registers"),
         spills=static.get("spills"),
@@ -65,11 +67,13 @@ def trailers(record: dict, *, step: int, candidate: int, verdict: str, reason: s
              extra: dict[str, str] | None = None) -> dict[str, str]:
     """The trailer block of a ledger commit, in a fixed order (docs/ledger-format.md)."""
     f = figures(record)
-    out = {"Step": str(step), "Candidate": str(candidate), "Verdict": verdict, "Reason": _one_line(reason),
+    out = {"Step": str(step), "Candidate": str(candidate), "Verdict": verdict, "Reason": _one_line(reason) or "-",
            "Proposer": proposer, "Status": f.status}
     out["TFLOPS-Measured"] = _num(f.tflops_measured) if f.measured else "n/a (no GPU run)"
     if f.efficiency_measured is not None:
         out["Efficiency-Measured"] = _num(f.efficiency_measured)
+    if f.vs_vendor_measured is not None:
+        out["Vs-Vendor-Measured"] = _num(f.vs_vendor_measured)
     out["Efficiency-Estimate"] = _num(f.efficiency_estimate)
     out["Registers"] = _num(f.registers)
     out["Spills"] = _num(f.spills)

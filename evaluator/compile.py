@@ -132,16 +132,27 @@ def _compile_error_location(exc: BaseException, files: set[str]) -> tuple[str | 
 
     err = exc
     while err is not None:
-        if isinstance(err, CompilationError) and getattr(err, "node", None) is not None:
-            lineno = getattr(err.node, "lineno", None)
-            fn_file = getattr(err, "_nearpeak_file", None)
-            if lineno is not None:
-                return fn_file, lineno
+        lineno = getattr(getattr(err, "node", None), "lineno", None)
+        if isinstance(err, CompilationError) and lineno is not None and err.src:
+            located = _locate_source(err.src, lineno, files)
+            if located:
+                return located
         err = err.__cause__ or err.__context__
     for frame in reversed(traceback.extract_tb(exc.__traceback__)):
         if str(Path(frame.filename).resolve()) in files:
             return frame.filename, frame.lineno
     return None, None
+
+
+def _locate_source(src: str, lineno: int, files: set[str]) -> tuple[str, int] | None:
+    """A Triton error's line is relative to the jitted function's source; find that source in the files."""
+    first = next((ln.strip() for ln in src.splitlines() if ln.strip()), "")
+    for name in files:
+        lines = Path(name).read_text().splitlines()
+        for no, line in enumerate(lines, 1):
+            if line.strip() == first:
+                return name, no + lineno - 1
+    return None
 
 
 def _first_line(text: str) -> str:
@@ -161,6 +172,8 @@ def run_compile(call: Callable[[], Any], target: Target, candidate_file: str) ->
         raise
     except BaseException as exc:  # noqa: BLE001 - compile failures of any kind are the candidate's
         file, line = _compile_error_location(exc, files)
+        if file and Path(file).resolve() == Path(candidate_file).resolve():
+            file = candidate_file
         message = _describe_compile_error(exc)
         raise CompileFailure(message, file=file or candidate_file, line=line) from exc
     if not compiled:

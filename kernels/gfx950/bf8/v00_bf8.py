@@ -36,6 +36,7 @@ import torch
 import triton
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.amd.cdna4.async_copy import load_shared_relaxed as relaxed_load
 from triton.runtime.jit import constexpr_function
 
 STAGE = "bf8"
@@ -119,14 +120,14 @@ def k_step(acc_tl, acc_bl, acc_tr, acc_br, a_top, b_left,
     """
     acc_tl = gl.amd.cdna4.mfma_scaled(a_top, None, FORMAT, b_left, None, FORMAT, acc_tl)
     gl.amd.cdna4.async_copy.wait_group(WAIT)
-    a_bot = sa_bot.index(BUF).load(a_dot)
+    a_bot = relaxed_load(sa_bot.index(BUF), a_dot)
     if PREFETCH:
         gl.amd.cdna4.async_copy.buffer_load_to_shared(sa_top.index(BUF), a_next, a_offs)
         gl.amd.cdna4.async_copy.commit_group()
 
     acc_bl = gl.amd.cdna4.mfma_scaled(a_bot, None, FORMAT, b_left, None, FORMAT, acc_bl)
     gl.amd.cdna4.async_copy.wait_group(WAIT if PREFETCH else WAIT - 1)
-    b_right = sb_right.index(BUF).permute([1, 0]).load(b_dot)
+    b_right = relaxed_load(sb_right.index(BUF).permute([1, 0]), b_dot)
     if PREFETCH:
         gl.amd.cdna4.async_copy.buffer_load_to_shared(sb_left.index(BUF), b_next, b_offs)
         gl.amd.cdna4.async_copy.commit_group()
@@ -134,7 +135,7 @@ def k_step(acc_tl, acc_bl, acc_tr, acc_br, a_top, b_left,
     acc_tr = gl.amd.cdna4.mfma_scaled(a_top, None, FORMAT, b_right, None, FORMAT, acc_tr)
     if not LAST:
         gl.amd.cdna4.async_copy.wait_group(WAIT if PREFETCH else WAIT - 2)
-        a_top = sa_top.index(1 - BUF).load(a_dot)
+        a_top = relaxed_load(sa_top.index(1 - BUF), a_dot)
     if PREFETCH:
         gl.amd.cdna4.async_copy.buffer_load_to_shared(sa_bot.index(BUF), a_next + a_half, a_offs)
         gl.amd.cdna4.async_copy.commit_group()
@@ -142,7 +143,7 @@ def k_step(acc_tl, acc_bl, acc_tr, acc_br, a_top, b_left,
     acc_br = gl.amd.cdna4.mfma_scaled(a_bot, None, FORMAT, b_right, None, FORMAT, acc_br)
     if not LAST:
         gl.amd.cdna4.async_copy.wait_group(WAIT if PREFETCH else WAIT - 3)
-        b_left = sb_left.index(1 - BUF).permute([1, 0]).load(b_dot)
+        b_left = relaxed_load(sb_left.index(1 - BUF).permute([1, 0]), b_dot)
     if PREFETCH:
         gl.amd.cdna4.async_copy.buffer_load_to_shared(sb_right.index(BUF), b_next + b_half, b_offs)
         gl.amd.cdna4.async_copy.commit_group()
@@ -208,8 +209,8 @@ def bf8_gemm_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
         gl.amd.cdna4.async_copy.commit_group()
 
     gl.amd.cdna4.async_copy.wait_group(6)
-    a_top = sa_top.index(0).load(a_dot)
-    b_left = sb_left.index(0).permute([1, 0]).load(b_dot)
+    a_top = relaxed_load(sa_top.index(0), a_dot)
+    b_left = relaxed_load(sb_left.index(0).permute([1, 0]), b_dot)
 
     acc_tl = gl.zeros([HALF_M, HALF_N], gl.float32, acc_layout)
     acc_bl = gl.zeros([HALF_M, HALF_N], gl.float32, acc_layout)

@@ -21,8 +21,13 @@ import torch
 import triton
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
-                                                              warpgroup_mma_wait)
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 STAGE = "v08"
@@ -120,8 +125,12 @@ def gemm_kernel(a_desc, b_desc, c_desc, M, N, K, NUM_STAGES: gl.constexpr, GROUP
         mbarrier.init(ready.index(i), count=1)
         mbarrier.init(empty.index(i), count=1)
 
-    args = (a_desc, b_desc, c_desc, a_smem, b_smem, c_smem, ready, empty, M, N, K, NUM_STAGES, GROUP_M)
-    gl.warp_specialize([(consumer, args), (producer, args)], worker_num_warps=[1], worker_num_regs=[PRODUCER_REGS])
+    # The argument tuples are written out literally: a tuple first bound to a name would turn the constexprs in
+    # it into run-time int32 values (Triton 3.6), and every `% NUM_STAGES` into a division.
+    gl.warp_specialize([
+        (consumer, (a_desc, b_desc, c_desc, a_smem, b_smem, c_smem, ready, empty, M, N, K, NUM_STAGES, GROUP_M)),
+        (producer, (a_desc, b_desc, c_desc, a_smem, b_smem, c_smem, ready, empty, M, N, K, NUM_STAGES, GROUP_M)),
+    ], worker_num_warps=[1], worker_num_regs=[PRODUCER_REGS])
     for i in gl.static_range(NUM_STAGES):
         mbarrier.invalidate(ready.index(i))
         mbarrier.invalidate(empty.index(i))

@@ -22,8 +22,13 @@ import torch
 import triton
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
-                                                              warpgroup_mma_wait)
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 STAGE = "v09"
@@ -34,7 +39,7 @@ OUT_DTYPE = "bfloat16"
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 2048), (16384, 8192, 4096), (256, 8192, 8192)]
 SHAPE_MULTIPLE = (1, 8, 8)  # TMA zero-fills partial boxes; row strides must be 16-byte multiples
 KNOBS = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "NUM_STAGES": 4, "GROUP_M": 8, "PRODUCER_REGS": 40,
-         "EPILOGUE_SPLIT": 2, "FIT_GRID": 1, "num_warps": 8}
+         "EPILOGUE_SPLIT": 4, "FIT_GRID": 1, "num_warps": 8}
 KNOB_CHOICES = {"NUM_STAGES": [3, 4], "GROUP_M": [4, 8, 16], "PRODUCER_REGS": [24, 40], "EPILOGUE_SPLIT": [2, 4],
                 "FIT_GRID": [0, 1]}
 
@@ -51,8 +56,26 @@ def tile_coords(tile, num_pid_m, num_pid_n, GROUP_M: gl.constexpr):
 
 
 @gluon.jit
+def split_columns(x):
+    """[M, N] -> ([M, N/2], [M, N/2]): for the wgmma layout this only renames registers."""
+    BM: gl.constexpr = x.shape[0]
+    BN: gl.constexpr = x.shape[1]
+    return gl.split(gl.permute(gl.reshape(x, [BM, 2, BN // 2]), [0, 2, 1]))
+
+
+@gluon.jit
+def store_slice(c_desc, c_smem, value, off_m, off_n, t):
+    """Stage one C slice in buffer t % 2 and TMA-store it; the store issued two slices ago must be done first."""
+    buf = c_smem.index(t % 2)
+    tma.store_wait(pendings=1)
+    buf.store(value)
+    fence_async_shared()
+    tma.async_copy_shared_to_global(c_desc, [off_m, off_n], buf)
+
+
+@gluon.jit
 def producer(a_desc, b_desc, c_desc, a_smem, b_smem, c_smem, ready, empty, M, N, K,
-             NUM_STAGES: gl.constexpr, GROUP_M: gl.constexpr):
+             NUM_STAGES: gl.constexpr, GROUP_M: gl.constexpr, EPILOGUE_SPLIT: gl.constexpr):
     """One warp: for every (tile, K step), wait until the slot is free, then start its two TMA copies."""
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
     BLOCK_N: gl.constexpr = b_desc.block_type.shape[0]
@@ -76,17 +99,19 @@ def producer(a_desc, b_desc, c_desc, a_smem, b_smem, c_smem, ready, empty, M, N,
 
 @gluon.jit
 def consumer(a_desc, b_desc, c_desc, a_smem, b_smem, c_smem, ready, empty, M, N, K,
-             NUM_STAGES: gl.constexpr, GROUP_M: gl.constexpr):
+             NUM_STAGES: gl.constexpr, GROUP_M: gl.constexpr, EPILOGUE_SPLIT: gl.constexpr):
     """Two warpgroups: wgmma on each ready slot, release it once retired, TMA-store each finished tile."""
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
     BLOCK_N: gl.constexpr = b_desc.block_type.shape[0]
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
+    SUB_N: gl.constexpr = c_desc.block_type.shape[1]
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps(), 1],
                                                          instr_shape=[16, BLOCK_N, 16])
     num_pid_m = gl.cdiv(M, BLOCK_M)
     num_pid_n = gl.cdiv(N, BLOCK_N)
     k_steps = gl.cdiv(K, BLOCK_K)
     i = 0
+    t = 0  # C slices stored so far: selects the staging buffer
     for tile in range(gl.program_id(0), num_pid_m * num_pid_n, gl.num_programs(0)):
         pid_m, pid_n = tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
         acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, acc_layout)
@@ -103,27 +128,45 @@ def consumer(a_desc, b_desc, c_desc, a_smem, b_smem, c_smem, ready, empty, M, N,
         gl.thread_barrier()
         mbarrier.arrive(empty.index((i + NUM_STAGES - 1) % NUM_STAGES))
 
-        tma.store_wait(pendings=0)  # the previous tile's store must have read c_smem before we overwrite it
-        c_smem.store(acc.to(gl.bfloat16))
-        fence_async_shared()
-        tma.async_copy_shared_to_global(c_desc, [pid_m * BLOCK_M, pid_n * BLOCK_N], c_smem)
+        out = acc.to(gl.bfloat16)
+        off_m = pid_m * BLOCK_M
+        off_n = pid_n * BLOCK_N
+        if EPILOGUE_SPLIT == 1:
+            store_slice(c_desc, c_smem, out, off_m, off_n, t)
+        elif EPILOGUE_SPLIT == 2:
+            lo, hi = split_columns(out)
+            store_slice(c_desc, c_smem, lo, off_m, off_n, t)
+            store_slice(c_desc, c_smem, hi, off_m, off_n + SUB_N, t + 1)
+        else:
+            lo, hi = split_columns(out)
+            q0, q1 = split_columns(lo)
+            q2, q3 = split_columns(hi)
+            store_slice(c_desc, c_smem, q0, off_m, off_n, t)
+            store_slice(c_desc, c_smem, q1, off_m, off_n + SUB_N, t + 1)
+            store_slice(c_desc, c_smem, q2, off_m, off_n + 2 * SUB_N, t + 2)
+            store_slice(c_desc, c_smem, q3, off_m, off_n + 3 * SUB_N, t + 3)
+        t += EPILOGUE_SPLIT
     tma.store_wait(pendings=0)
 
 
 @gluon.jit
 def gemm_kernel(a_desc, b_desc, c_desc, M, N, K, NUM_STAGES: gl.constexpr, GROUP_M: gl.constexpr,
-                PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr):
+                PRODUCER_REGS: gl.constexpr, EPILOGUE_SPLIT: gl.constexpr, num_warps: gl.constexpr):
     a_smem = gl.allocate_shared_memory(a_desc.dtype, [NUM_STAGES] + a_desc.block_type.shape, a_desc.layout)
     b_smem = gl.allocate_shared_memory(b_desc.dtype, [NUM_STAGES] + b_desc.block_type.shape, b_desc.layout)
-    c_smem = gl.allocate_shared_memory(c_desc.dtype, c_desc.block_type.shape, c_desc.layout)
+    c_smem = gl.allocate_shared_memory(c_desc.dtype, [2] + c_desc.block_type.shape, c_desc.layout)
     ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(NUM_STAGES):
         mbarrier.init(ready.index(i), count=1)
         mbarrier.init(empty.index(i), count=1)
 
-    args = (a_desc, b_desc, c_desc, a_smem, b_smem, c_smem, ready, empty, M, N, K, NUM_STAGES, GROUP_M)
-    gl.warp_specialize([(consumer, args), (producer, args)], worker_num_warps=[1], worker_num_regs=[PRODUCER_REGS])
+    # The argument tuples are written out literally: a tuple first bound to a name would turn the constexprs in
+    # it into run-time int32 values (Triton 3.6), and every `% NUM_STAGES` into a division.
+    gl.warp_specialize([
+        (consumer, (a_desc, b_desc, c_desc, a_smem, b_smem, c_smem, ready, empty, M, N, K, NUM_STAGES, GROUP_M, EPILOGUE_SPLIT)),
+        (producer, (a_desc, b_desc, c_desc, a_smem, b_smem, c_smem, ready, empty, M, N, K, NUM_STAGES, GROUP_M, EPILOGUE_SPLIT)),
+    ], worker_num_warps=[1], worker_num_regs=[PRODUCER_REGS])
     for i in gl.static_range(NUM_STAGES):
         mbarrier.invalidate(ready.index(i))
         mbarrier.invalidate(empty.index(i))
@@ -137,17 +180,22 @@ def num_sms(device: torch.device) -> int:
 
 
 def launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, BLOCK_M: int, BLOCK_N: int, BLOCK_K: int,
-           NUM_STAGES: int, GROUP_M: int, PRODUCER_REGS: int, num_warps: int):
+           NUM_STAGES: int, GROUP_M: int, PRODUCER_REGS: int, EPILOGUE_SPLIT: int, FIT_GRID: int, num_warps: int):
     """C = A @ B^T. Returns the compiled kernel so callers can read registers and spills."""
     M, K = a.shape
     N = b.shape[0]
+    sms = num_sms(a.device)
+    if FIT_GRID and triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N) < sms and BLOCK_N > 128:
+        BLOCK_N //= 2
+        EPILOGUE_SPLIT = max(1, EPILOGUE_SPLIT // 2)
+    sub_n = BLOCK_N // EPILOGUE_SPLIT
     a_layout = gl.NVMMASharedLayout.get_default_for([BLOCK_M, BLOCK_K], gl.bfloat16)
     b_layout = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_K], gl.bfloat16)
     a_desc = TensorDescriptor.from_tensor(a, [BLOCK_M, BLOCK_K], a_layout)
     b_desc = TensorDescriptor.from_tensor(b, [BLOCK_N, BLOCK_K], b_layout)
-    c_layout = gl.NVMMASharedLayout.get_default_for([BLOCK_M, BLOCK_N], gl.bfloat16)
-    c_desc = TensorDescriptor.from_tensor(c, [BLOCK_M, BLOCK_N], c_layout)
+    c_layout = gl.NVMMASharedLayout.get_default_for([BLOCK_M, sub_n], gl.bfloat16)
+    c_desc = TensorDescriptor.from_tensor(c, [BLOCK_M, sub_n], c_layout)
     tiles = triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N)
-    grid = (min(num_sms(a.device), tiles),)
-    return gemm_kernel[grid](a_desc, b_desc, c_desc, M, N, K, NUM_STAGES, GROUP_M, PRODUCER_REGS,
+    grid = (min(sms, tiles),)
+    return gemm_kernel[grid](a_desc, b_desc, c_desc, M, N, K, NUM_STAGES, GROUP_M, PRODUCER_REGS, EPILOGUE_SPLIT,
                              num_warps=num_warps)

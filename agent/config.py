@@ -1,0 +1,42 @@
+"""A run's configuration: fixed when the run is created, committed as run.json in its first commit."""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields
+
+RUN_SCHEMA = "nearpeak.run/1"
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    run_id: str
+    target: str
+    source_file: str               # where the starting kernel came from (informational)
+    proposer: str                  # llm | ladder | tune
+    steps: int
+    candidates: int                # candidates proposed and evaluated per step
+    min_gain: float                # accept only when the speedup's lower bound exceeds 1 + min_gain
+    max_spills: int                # hot-loop spill instructions allowed by the static screen
+    seed: int
+    mode: str                      # "measured" (GPU of the target present) or "static"
+    objective: str                 # the accept rule in words
+    model: str | None = None
+    base_url: str | None = None
+    request_timeout: float = 120.0
+    retries: int = 3
+    retry_backoff: float = 2.0
+    ladder_dir: str | None = None
+    max_tokens: int | None = None
+    max_wall: float | None = None
+    created_utc: str = ""
+    triton_version: str = ""
+    schema: str = RUN_SCHEMA
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> RunConfig:
+        data = json.loads(text)
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})

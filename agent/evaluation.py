@@ -1,0 +1,103 @@
+"""Evaluating candidates and the accept rule.
+
+The loop asks two things of the evaluator: a record for a kernel file (static stage, plus the runtime stage
+when a GPU of the target is present) and, on a GPU, an interleaved A/B comparison of candidate and incumbent.
+Both go through `Evaluator` so another executor (a process pool, a Ray actor per GPU) can replace the
+in-process one without touching the loop.
+
+The accept rule has two modes, fixed when a run starts and written into its run.json:
+
+* measured: correct on every shape, and the lower bound of the interleaved speedup's confidence interval
+  exceeds 1 + min_gain;
+* static (no GPU of the target): a declared static objective, higher estimated efficiency of the hot loop
+  and, on a tie, fewer spills. Every figure it produces is a static estimate and says so.
+
+Either way a static screen runs first, so a candidate that does not compile, spills in the hot loop beyond
+the budget or breaks the policy is rejected without spending GPU time.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .figures import figures
+
+MEASURED, STATIC = "measured", "static"
+OBJECTIVES = {
+    MEASURED: "measured: correct on every shape and interleaved A/B speedup over the incumbent whose 95% "
+              "confidence lower bound exceeds 1 + min_gain",
+    STATIC: "static estimate (no GPU of the target): higher estimated hot-loop efficiency, ties broken by fewer "
+            "spills; not a measurement",
+}
+TIE = 1e-9
+
+
+@dataclass(frozen=True)
+class Judgement:
+    passed: bool
+    reason: str
+    score: tuple[float, ...]          # larger is better; ranks passing candidates of one step
+    screened_out: bool                # failed on its own (not merely no better than the incumbent)
+    comparison: dict | None = None    # the interleaved timing result, measured mode only
+
+
+class Evaluator:
+    """In-process evaluation through evaluator.api."""
+
+    def __init__(self, target: str, seed: int):
+        self.target = target
+        self.seed = seed
+
+    def record(self, path: Path, run: bool | None) -> dict:
+        from evaluator import api
+
+        return api.evaluate(str(path), target=self.target, run=run, seed=self.seed)
+
+    def compare(self, candidate: Path, incumbent: Path, shape, min_gain: float) -> dict:
+        from evaluator import api
+
+        return api.compare(str(candidate), str(incumbent), target=self.target, shape=shape, min_gain=min_gain)
+
+
+def screen(record: dict, max_spills: int) -> str | None:
+    """Why a record is rejected before any timing, or None when it passes the static screen."""
+    if record.get("status") != "ok":
+        where = f" (line {record['line']})" if record.get("line") else ""
+        return f"{record.get('status')}{where}: {record.get('message')}"
+    f = figures(record)
+    if f.hot_loop_spills is not None and f.hot_loop_spills > max_spills:
+        return f"{f.hot_loop_spills} spill instructions in the hot loop (budget {max_spills})"
+    if f.efficiency_estimate is None:
+        return "no matrix instructions in any loop: the static analysis found no hot loop"
+    return None
+
+
+def static_score(record: dict) -> tuple[float, ...]:
+    f = figures(record)
+    return (f.efficiency_estimate or 0.0, -float(f.hot_loop_spills or 0), -float(f.spills or 0))
+
+
+def judge_static(candidate: dict, incumbent: dict) -> Judgement:
+    new, old = static_score(candidate), static_score(incumbent)
+    eff_new, eff_old = new[0], old[0]
+    if eff_new > eff_old + TIE:
+        return Judgement(True, f"estimated efficiency {eff_new:.4f} > incumbent {eff_old:.4f} (static estimate)",
+                         new, False)
+    if abs(eff_new - eff_old) <= TIE and new[1:] > old[1:]:
+        return Judgement(True, f"same estimated efficiency {eff_new:.4f}, fewer spills (static estimate)", new, False)
+    return Judgement(False, f"estimated efficiency {eff_new:.4f} not above incumbent {eff_old:.4f} (static estimate)",
+                     new, False)
+
+
+def judge_measured(candidate: dict, comparison: dict, min_gain: float) -> Judgement:
+    runtime = candidate.get("runtime") or {}
+    if runtime.get("correct") is not True:
+        return Judgement(False, f"incorrect results (measured): {runtime.get('message') or runtime.get('verdict')}",
+                         (0.0,), True, comparison)
+    low, speedup = comparison.get("ci_low"), comparison.get("speedup")
+    score = (float(speedup or 0.0), float(low or 0.0))
+    detail = (f"speedup {speedup:.4f}x, 95% CI [{low:.4f}, {comparison.get('ci_high'):.4f}] "
+              f"({comparison.get('method')}, measured)")
+    if comparison.get("accepted") and low is not None and low > 1.0 + min_gain:
+        return Judgement(True, f"{detail} clears 1 + {min_gain}", score, False, comparison)
+    return Judgement(False, f"{detail} does not clear 1 + {min_gain}", score, False, comparison)

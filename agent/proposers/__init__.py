@@ -1,0 +1,81 @@
+"""Proposers: where candidate kernels come from. All share one small interface.
+
+`propose(context) -> list[Candidate | FailedProposal]` returns up to `context.count` new candidates for the
+step; an empty list means the proposer has nothing left to try. A `FailedProposal` is a proposer that tried
+and could not produce a kernel (an LLM that never gave an applicable edit); the loop records it in the
+ledger so the failure and its retries are not lost. `observe(candidate, outcome)` lets a proposer learn
+from each verdict (the tuner's cache); it is optional.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A proposed kernel: its full source, why it should be better, and proposer-specific data.
+
+    `meta` is JSON-ready and lands in the commit's step.json; `artifacts` are extra files committed with
+    the candidate (an LLM step's prompt.md and reply.md).
+    """
+
+    source: str
+    rationale: str
+    title: str
+    meta: dict = field(default_factory=dict)
+    artifacts: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FailedProposal:
+    """A proposer that tried and produced no kernel, with what it tried."""
+
+    reason: str
+    meta: dict = field(default_factory=dict)
+    artifacts: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """What a proposer may know about one earlier evaluation of this run."""
+
+    step: int
+    candidate: int
+    verdict: str
+    reason: str
+    summary: str
+    source_sha256: str
+    headline: str
+
+
+@dataclass(frozen=True)
+class ProposalContext:
+    target: str
+    step: int
+    count: int                      # how many candidates the loop wants
+    incumbent_source: str
+    incumbent_record: dict
+    last_record: dict | None        # the most recent evaluation (may be a failure worth explaining)
+    last_source: str | None
+    history: tuple[Attempt, ...]
+    tried: frozenset[str]           # sha256 of every source already evaluated in this run
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The loop's verdict on a candidate; `screened_out` marks a failure of the kernel itself (compile
+    error, spills, policy, wrong results) rather than merely not beating the incumbent."""
+
+    verdict: str
+    reason: str
+    record: dict
+    screened_out: bool
+
+
+class Proposer(Protocol):
+    name: str
+
+    def propose(self, context: ProposalContext) -> list[Candidate | FailedProposal]: ...
+
+    def observe(self, candidate: Candidate, outcome: Outcome) -> None: ...

@@ -1,0 +1,198 @@
+"""The hardened evaluation path: policy check, then each stage in its own sandboxed process.
+
+`evaluate_isolated` gives the same record as `evaluator.api.evaluate`, but nothing the candidate does can
+take the caller down or quietly improve its own score:
+
+1. the static policy (`evaluator.policy`) reads the file before any of it runs;
+2. the static stage (compile for the target, read the ISA) runs in a fresh process with an address-space
+   limit; the runtime stage (correctness and timing on the GPU) in another, without one (GPU runtimes
+   reserve huge virtual ranges), both under one wall-clock budget;
+3. the evaluator's sources are hashed before and after each stage, in this process, after the stage's
+   whole process group is dead;
+4. after a runtime stage that crashed, faulted or hung, a tiny computation in yet another fresh process
+   says whether the GPU is fit for the next candidate.
+
+Sandbox verdicts become record statuses ("timeout", "crashed", "runtime_fault", "output_flood", "error"),
+with "policy_violation" and "tampered" from steps 1 and 3. The function never raises for anything the
+candidate does.
+"""
+from __future__ import annotations
+
+import glob
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import integrity
+from .errors import CandidateNotFound, NearpeakError, NoDeviceError
+from .policy import check_policy, describe
+from .sandbox import IsolatedResult, run_isolated
+
+STATIC_MEMORY_MB = 16384       # address-space cap of the static stage: torch + triton + a compile need ~4 GiB
+HEALTH_TIMEOUT_S = 120.0
+MIN_STAGE_S = 1.0              # a stage is never started with less than this left of the budget
+GPU_DEVICE_NODES = {"sm90": "/dev/nvidia*", "gfx950": "/dev/kfd"}
+SANDBOX_STATUSES = {"timeout": "timeout", "crashed": "crashed", "runtime_fault": "runtime_fault",
+                    "output_flood": "output_flood", "error": "error"}
+
+
+@dataclass(frozen=True)
+class GuardedRun:
+    """A sandboxed call and the evaluator files it changed (empty when none)."""
+
+    result: IsolatedResult
+    tampered: tuple[str, ...]
+
+
+def run_guarded(func: str, kwargs: dict, *, timeout_s: float, memory_mb: int | None = None,
+                watch_root: str | Path | None = None) -> GuardedRun:
+    """`run_isolated` with the evaluator tree (or `watch_root`) hashed before and after."""
+    before = integrity.snapshot(watch_root)
+    result = run_isolated(func, kwargs, timeout_s=timeout_s, memory_mb=memory_mb)
+    return GuardedRun(result, before.changes(integrity.snapshot(watch_root)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Stage entry points: these run inside the sandboxed child
+
+
+def static_stage(path: str, target: str | None, shape: list | None, knobs: dict | None) -> dict:
+    from .api import evaluate_static
+
+    return evaluate_static(path, target, tuple(shape) if shape else None, knobs)
+
+
+def runtime_stage(path: str, target: str, shape: list | None, knobs: dict | None, seed: int | None,
+                  profile: bool, required: bool) -> dict | None:
+    """The runtime section, or None when no GPU of `target` is here and none was required."""
+    from .runtime.device import require_device
+
+    try:
+        require_device(target)
+    except NoDeviceError as err:
+        return {"verdict": "no_device", "message": err.message} if required else None
+    from .runtime.evaluate import runtime_evaluate
+
+    return runtime_evaluate(path, target, tuple(shape) if shape else None, knobs, seed, profile)
+
+
+# ---------------------------------------------------------------------------------------------
+# The parent side
+
+
+def _record(path: str, target: str | None, status: str, message: str, **extra) -> dict:
+    from .api import error_record
+
+    record = error_record(path, target, NearpeakError(message))
+    record.update(status=status, **extra)
+    return record
+
+
+def _stage_summary(stage: str, result: IsolatedResult) -> dict:
+    summary = {"stage": stage, "verdict": result.verdict, "wall_s": result.wall_s, "exit_code": result.exit_code,
+               "signal": result.signal, "message": result.message}
+    if not result.ok:
+        summary.update(stdout_tail=result.stdout_tail[-4000:], stderr_tail=result.stderr_tail[-4000:])
+    return summary
+
+
+def _gpu_nodes_present(target: str) -> bool:
+    """Cheap look for the GPU's device files, so a CPU-only machine never starts a runtime stage."""
+    pattern = GPU_DEVICE_NODES.get(target)
+    return bool(pattern and glob.glob(pattern))
+
+
+def gpu_health(timeout_s: float = HEALTH_TIMEOUT_S) -> dict:
+    """Run the runtime's health check in a fresh process: does the GPU still compute a small product right?"""
+    result = run_isolated("evaluator.runtime.device:health_check", {"device": "cuda"}, timeout_s=timeout_s)
+    if result.ok and isinstance(result.value, dict):
+        return {**result.value, "verdict": result.verdict, "wall_s": result.wall_s}
+    return {"healthy": False, "verdict": result.verdict, "wall_s": result.wall_s,
+            "message": result.message or "health check returned no result"}
+
+
+def _runtime_failed(runtime: dict) -> str | None:
+    """The status a runtime section imposes on the record, or None when it passed."""
+    for key in ("verdict", "status"):
+        value = runtime.get(key)
+        if value not in (None, "ok", "correct"):
+            return str(value)
+    return "runtime_rejected" if runtime.get("ok") is False else None
+
+
+def _sandbox_failure(record_path: str, target: str | None, stage: str, result: IsolatedResult, timeout_s: float,
+                     stages: list[dict]) -> dict:
+    messages = {
+        "timeout": f"{stage} stage did not finish within {timeout_s:.0f} s; its process group was killed",
+        "crashed": f"{stage} stage crashed: {result.message}",
+        "runtime_fault": f"{stage} stage hit a GPU fault: {result.message}",
+        "output_flood": f"{stage} stage flooded its output; its process group was killed",
+        "error": f"{stage} stage raised {result.message}",
+    }
+    return _record(record_path, target, SANDBOX_STATUSES[result.verdict], messages[result.verdict],
+                   sandbox=stages)
+
+
+def evaluate_isolated(path: str | Path, target: str | None = None, shape=None, knobs: dict | None = None,
+                      run: bool | None = None, seed: int | None = None, timeout_s: float = 600.0,
+                      profile: bool = False, memory_mb: int | None = STATIC_MEMORY_MB) -> dict:
+    """Policy, then the static stage and (when `run`, or None and a GPU of the target is here) the runtime
+    stage, each in its own sandbox under one `timeout_s` budget. Returns the evaluation record."""
+    started = time.monotonic()
+    path = str(Path(path).resolve())
+    if not Path(path).is_file():
+        return _record(path, target, CandidateNotFound.status, "no such kernel file")
+    violations = check_policy(path)
+    if violations:
+        return _record(path, target, "policy_violation", describe(violations), line=violations[0].line,
+                       policy={"violations": [v.to_dict() for v in violations]})
+
+    stages: list[dict] = []
+    before = integrity.snapshot()
+    static = run_isolated("evaluator.isolated:static_stage",
+                          {"path": path, "target": target, "shape": list(shape) if shape else None, "knobs": knobs},
+                          timeout_s=timeout_s, memory_mb=memory_mb)
+    stages.append(_stage_summary("static", static))
+    changed = before.changes(integrity.snapshot())
+    if changed:
+        return _record(path, target, "tampered", "evaluator files changed while the candidate ran: "
+                       + ", ".join(changed), sandbox=stages, integrity={"changed": list(changed)})
+    if not static.ok:
+        return _sandbox_failure(path, target, "static", static, timeout_s, stages)
+    record = static.value
+    record.update(policy={"violations": []}, sandbox=stages)
+    if record.get("status") != "ok" or run is False:
+        return record
+
+    target = record.get("target") or target
+    if not _gpu_nodes_present(target):
+        if run:
+            record.update(status=NoDeviceError.status, message=f"--run needs a {target} GPU; none is present")
+        return record
+    remaining = timeout_s - (time.monotonic() - started)
+    if remaining < MIN_STAGE_S:
+        record.update(status="timeout", message=f"static stage used the whole {timeout_s:.0f} s budget")
+        return record
+    runtime = run_isolated("evaluator.isolated:runtime_stage",
+                           {"path": path, "target": target, "shape": list(shape) if shape else None, "knobs": knobs,
+                            "seed": seed, "profile": profile, "required": bool(run)},
+                           timeout_s=remaining)
+    stages.append(_stage_summary("runtime", runtime))
+    changed = before.changes(integrity.snapshot())
+    if changed:
+        record.update(status="tampered", message="evaluator files changed while the candidate ran: "
+                      + ", ".join(changed), integrity={"changed": list(changed)})
+        return record
+    if not runtime.ok:
+        failure = _sandbox_failure(path, target, "runtime", runtime, remaining, stages)
+        record.update(status=failure["status"], message=failure["message"])
+        if runtime.verdict in ("crashed", "runtime_fault", "timeout"):
+            record["gpu_health"] = gpu_health()
+        return record
+    if runtime.value is None:
+        return record
+    record["runtime"] = runtime.value
+    status = _runtime_failed(runtime.value)
+    if status:
+        record.update(status=status, message=runtime.value.get("message") or f"runtime stage: {status}")
+    return record

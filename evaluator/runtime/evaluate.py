@@ -1,0 +1,269 @@
+"""The runtime stage: correctness, timing against the vendor library, defenses, optional profiler.
+
+`runtime_evaluate` is a pure function of its arguments that returns a JSON-ready dict (the record's
+"runtime" section), so `evaluator.sandbox` can run it in a fresh child process per candidate. What the
+candidate does wrong comes back in the dict (`status`, `verdict`); only "no GPU of this target here"
+(`NoDeviceError`) and malformed requests (`UsageError`, contract errors) raise.
+"""
+from __future__ import annotations
+
+import secrets
+import time
+from typing import Callable
+
+from ..contract import load_candidate
+from ..errors import UsageError
+from ..targets import get_target
+from . import correctness as corr
+from . import defenses, timing
+from .device import DeviceInfo, health_check, read_driver_and_clocks, require_device, synchronize
+
+TIMING_BUDGET_S = 1.0       # seconds of timed calls per side (candidate, vendor)
+UNTIMED_CHECK_CALLS = 50
+
+
+def _versions() -> dict:
+    import torch
+    import triton
+
+    return {"torch_version": torch.__version__, "triton_version": triton.__version__,
+            "cuda_version": torch.version.cuda, "hip_version": torch.version.hip}
+
+
+def _fault_status(exc: BaseException) -> str:
+    from triton.compiler.errors import CompilationError
+
+    if isinstance(exc, CompilationError):
+        return "compile_error"
+    text = str(exc).lower()
+    if any(s in text for s in ("illegal memory", "illegal instruction", "misaligned", "launch failure",
+                               "device-side assert", "cuda error", "hip error", "memory access fault")):
+        return "runtime_fault"
+    return "launch_error"
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
+    return f"{type(exc).__name__}: {lines[-1].strip() if lines else ''}"
+
+
+def _resolve(path, target: str | None, shape):
+    module, spec = load_candidate(str(path))
+    target = target or spec.target
+    if target != spec.target:
+        raise UsageError(f"the kernel declares TARGET {spec.target!r}, asked to run it as {target!r}", file=str(path))
+    shape = tuple(int(d) for d in (shape or spec.benchmark_shape))
+    if not spec.supports(shape):
+        raise UsageError(f"shape {shape} is not a multiple of SHAPE_MULTIPLE {spec.shape_multiple}", file=str(path))
+    return module, spec, get_target(target), shape
+
+
+def _device(info: DeviceInfo):
+    import torch
+
+    torch.cuda.set_device(info.index)
+    return torch.device("cuda", info.index)
+
+
+def _base_record(info: DeviceInfo, seed: int, shape, knobs: dict) -> dict:
+    return {"measured": True, "correct": False, "status": "ok", "verdict": "", "seed": seed, "shape": list(shape),
+            "knobs": knobs, "device": info.name, "device_info": info.to_dict(), "driver": info.driver,
+            "clocks_mhz": {"before": info.clocks_mhz}, **_versions()}
+
+
+def _provenance() -> dict:
+    return {
+        "correct": "measured: fresh random inputs, float64 reference, poisoned output, operands compared bitwise",
+        "tflops": "measured: 2*M*N*K over the median of per-call device-event times",
+        "vendor_tflops": "measured the same way, interleaved call by call with the candidate",
+        "peak_tflops": "datasheet figure (evaluator.targets), not measured",
+        "pct_of_peak": "measured TFLOP/s over the datasheet peak",
+        "clocks_mhz": "read from the vendor SMI tool before and after timing, not controlled",
+        "profile": "measured by the named profiler on separate launches (not the timed ones)",
+    }
+
+
+def _timing_phase(module, spec, target, info: DeviceInfo, device, shape, knobs: dict, seed: int,
+                  budget_s: float) -> tuple[dict, list, list, timing.Timer, Callable[[int], object]]:
+    """Rotate input sets over the cache, time candidate and vendor interleaved; returns results + state."""
+    probe = corr.make_arguments(spec, shape, device, corr.generator_for(device, corr.shape_seed(seed, shape, 1)))
+    bytes_per_set = sum(t.numel() * t.element_size() for t in probe.values())
+    cache = max(info.l2_bytes or 0, timing.LAST_LEVEL_CACHE_BYTES.get(target.name, 0))
+    count = timing.input_set_count(bytes_per_set, cache)
+    sets = [probe] + [corr.make_arguments(spec, shape, device,
+                                          corr.generator_for(device, corr.shape_seed(seed, shape, 1 + i)))
+                      for i in range(1, count)]
+    snapshots = [corr.snapshot_inputs(s) for s in sets]
+
+    def candidate(i: int):
+        return module.launch(**sets[i % count], **knobs)
+
+    calls: dict[str, Callable[[int], object]] = {"candidate": candidate}
+    vendors = [timing.vendor_call(spec, s) for s in sets]
+    vendor_name, vendor_note = vendors[0][1], None
+    if vendors[0][0] is None:
+        vendor_name, vendor_note = None, vendors[0][1]
+    else:
+        try:
+            vendors[0][0]()
+            synchronize(device)
+            calls["vendor"] = lambda i: vendors[i % count][0]()
+        except RuntimeError as exc:  # e.g. torch._scaled_mm refusing a layout or dtype pair
+            vendor_name, vendor_note = None, f"vendor call failed: {_first_line(exc)}"
+    timer = timing.Timer(device)
+    reps = timing.reps_for_budget(timer, candidate, budget_s)
+    times = timing.time_calls(timer, calls, reps=reps, warmup=5)
+    cand = timing.summarize(times["candidate"])
+    result = {
+        "median_ms": cand.median_ms, "tflops": timing.tflops(shape, cand.median_ms),
+        "spread": {"candidate": cand.to_dict()},
+        "timing_method": (f"device events per call on the evaluator's stream, median of {reps} calls after 5 "
+                          f"warm-up calls, {count} rotating input sets ({count * bytes_per_set / 2 ** 20:.0f} MiB, "
+                          f"cache {cache / 2 ** 20:.0f} MiB), candidate and vendor interleaved call by call"),
+        "input_sets": count, "rotation_bytes": count * bytes_per_set,
+        "vendor": vendor_name, "vendor_note": vendor_note, "vendor_median_ms": None, "vendor_tflops": None,
+        "ratio_vs_vendor": None,
+    }
+    if "vendor" in times:
+        vend = timing.summarize(times["vendor"])
+        result["spread"]["vendor"] = vend.to_dict()
+        result.update(vendor_median_ms=vend.median_ms, vendor_tflops=timing.tflops(shape, vend.median_ms),
+                      ratio_vs_vendor=vend.median_ms / cand.median_ms)
+    peak = target.peak_tflops.get(spec.dtype)
+    result.update(peak_tflops=peak, pct_of_peak=100 * result["tflops"] / peak if peak else None)
+    return result, sets, snapshots, timer, candidate
+
+
+def runtime_evaluate(path, target: str | None = None, shape=None, knobs: dict | None = None, seed: int | None = None,
+                     profile: bool = False, timing_budget_s: float = TIMING_BUDGET_S) -> dict:
+    """Check and time one candidate on this machine's GPU; returns the record's "runtime" section.
+
+    Raises NoDeviceError when no GPU of the kernel's target is present.
+    """
+    import torch
+
+    integrity = defenses.Integrity.capture()  # before the candidate's module runs any code
+    started = time.perf_counter()
+    module, spec, tgt, shape = _resolve(path, target, shape)
+    info = require_device(tgt.name)
+    device = _device(info)
+    seed = int(seed) if seed is not None else secrets.randbits(31)
+    knobs = {**spec.knobs, **(knobs or {})}
+    record = _base_record(info, seed, shape, knobs)
+    record["provenance"] = _provenance()
+    phases: dict[str, float] = {"load_s": time.perf_counter() - started}
+    record["phase_seconds"] = phases
+
+    def sync():
+        synchronize(device)
+
+    def finish(status: str, verdict: str) -> dict:
+        record.update(status=status, verdict=verdict, correct=status == "ok")
+        record["health"] = health_check(device)
+        phases["total_s"] = time.perf_counter() - started
+        return record
+
+    # Correctness (includes the JIT compile of the first launch).
+    t0 = time.perf_counter()
+    shapes = corr.correctness_shapes(spec, seed, shape)
+    record["tolerance"] = corr.tolerance_for(spec.dtype, spec.out_dtype)
+    try:
+        report = corr.check_correctness(module.launch, spec, shapes, knobs, device, seed, sync)
+    except Exception as exc:  # noqa: BLE001 - whatever the candidate's launch raised is its verdict
+        phases["correctness_s"] = time.perf_counter() - t0
+        return finish(_fault_status(exc), _first_line(exc))
+    phases["correctness_s"] = time.perf_counter() - t0
+    record.update(shapes=[c.to_dict() for c in report.checks], reference_dtype=report.reference_dtype)
+    if not report.ok:
+        return finish(report.first_failure.reason or "wrong_result", report.verdict)
+
+    # Timing.
+    t0 = time.perf_counter()
+    try:
+        timed, sets, snapshots, timer, candidate = _timing_phase(module, spec, tgt, info, device, shape, knobs,
+                                                                 seed, timing_budget_s)
+    except Exception as exc:  # noqa: BLE001
+        phases["timing_s"] = time.perf_counter() - t0
+        return finish(_fault_status(exc), _first_line(exc))
+    phases["timing_s"] = time.perf_counter() - t0
+    record.update(timed)
+    record["clocks_mhz"]["after_timing"] = read_driver_and_clocks(info.backend, info.index)[1]
+
+    # Defenses.
+    t0 = time.perf_counter()
+    max_clock = info.clocks_mhz.get("max_sm") or record["clocks_mhz"]["after_timing"].get("max_sm")
+    try:
+        checks = [
+            defenses.recheck_timed_outputs(sets, snapshots, spec, shape),
+            defenses.untimed_work_check(timer, candidate, UNTIMED_CHECK_CALLS),
+            defenses.cached_result_check(module.launch, sets[0], spec, knobs, shape,
+                                         corr.generator_for(device, corr.shape_seed(seed, shape, 99)), sync),
+            defenses.speed_of_light(record["tflops"], record["peak_tflops"], tgt.clock_ghz, max_clock),
+        ]
+    except Exception as exc:  # noqa: BLE001
+        phases["defenses_s"] = time.perf_counter() - t0
+        return finish(_fault_status(exc), _first_line(exc))
+    del sets, snapshots
+    torch.cuda.empty_cache()
+    checks.append(integrity.check())
+    phases["defenses_s"] = time.perf_counter() - t0
+    record["defenses"] = checks
+    failed = next((c for c in checks if not c["ok"]), None)
+    if failed is not None:
+        return finish(failed.get("reason") or "rejected", failed["detail"])
+
+    if profile:
+        from ..profilers import profile_candidate
+
+        t0 = time.perf_counter()
+        record["profile"] = profile_candidate(str(path), module, spec, tgt, shape, knobs, seed)
+        phases["profile_s"] = time.perf_counter() - t0
+    verdict = (f"correct ({report.verdict}); {record['tflops']:.1f} TFLOP/s"
+               + (f", {record['ratio_vs_vendor']:.3f}x {record['vendor']}" if record["ratio_vs_vendor"] else ""))
+    return finish("ok", verdict)
+
+
+def compare(candidate_path, incumbent_path, target: str | None = None, shape=None, min_gain: float = 0.0,
+            seed: int | None = None, rounds: int = 20, calls_per_round: int = 10) -> dict:
+    """Time candidate against incumbent interleaved on the same inputs; accept on the interval's low end.
+
+    Both kernels read the same rotating operand sets and write their own outputs. The candidate's outputs
+    of the timed calls are checked against the reference too, so a faster wrong kernel is never accepted.
+    Raises NoDeviceError when no GPU of the target is present.
+    """
+    cand_mod, cand_spec, tgt, shape = _resolve(candidate_path, target, shape)
+    inc_mod, inc_spec, _, _ = _resolve(incumbent_path, tgt.name, shape)
+    for field in ("dtype", "out_dtype", "scales"):
+        if getattr(cand_spec, field) != getattr(inc_spec, field):
+            raise UsageError(f"candidate and incumbent differ in {field}: {getattr(cand_spec, field)!r} vs "
+                             f"{getattr(inc_spec, field)!r}")
+    info = require_device(tgt.name)
+    device = _device(info)
+    seed = int(seed) if seed is not None else secrets.randbits(31)
+    probe = corr.make_arguments(cand_spec, shape, device, corr.generator_for(device, corr.shape_seed(seed, shape, 1)))
+    bytes_per_set = sum(t.numel() * t.element_size() for t in probe.values()) + probe["c"].numel() * \
+        probe["c"].element_size()
+    cache = max(info.l2_bytes or 0, timing.LAST_LEVEL_CACHE_BYTES.get(tgt.name, 0))
+    count = timing.input_set_count(bytes_per_set, cache)
+    sets = [probe] + [corr.make_arguments(cand_spec, shape, device,
+                                          corr.generator_for(device, corr.shape_seed(seed, shape, 1 + i)))
+                      for i in range(1, count)]
+    inc_out = [s["c"].clone() for s in sets]
+    cand_knobs, inc_knobs = cand_spec.knobs, inc_spec.knobs
+
+    def cand(i: int):
+        return cand_mod.launch(**sets[i % count], **cand_knobs)
+
+    def inc(i: int):
+        return inc_mod.launch(**{**sets[i % count], "c": inc_out[i % count]}, **inc_knobs)
+
+    result = timing.compare_interleaved(cand, inc, device, rounds=rounds, calls_per_round=calls_per_round,
+                                        min_gain=min_gain, seed=seed)
+    tol = corr.tolerance_for(cand_spec.dtype, cand_spec.out_dtype)
+    checked = [corr.judge(s["c"], corr.reference(s, cand_spec), tol, shape) for s in sets]
+    bad = next((c for c in checked if not c.ok), None)
+    result.update(shape=list(shape), seed=seed, input_sets=count, device=info.name, measured=True,
+                  candidate_correct=bad is None, candidate_verdict=None if bad is None else bad.describe())
+    if bad is not None:
+        result["accepted"] = False
+    return result

@@ -1,0 +1,252 @@
+"""How fast is the candidate, against the vendor library, measured so the number can be trusted.
+
+Method (named in every result as `timing_method`):
+- several input sets rotate, together larger than twice the last-level cache, so no call finds its
+  operands cached by the previous one (the L2 is 60 MB on an H200; gfx950's 256 MB Infinity Cache is
+  its last level);
+- warm-up calls first (JIT compilation, module load, cuBLAS handle creation stay out of the numbers);
+- each call timed alone with a pair of device events on the evaluator's stream, many calls, the median
+  reported with its interquartile range and min/max;
+- the candidate and the vendor library (torch.matmul on A @ B.T, torch._scaled_mm for fp8) alternate call
+  by call in the same process, so clock and thermal drift touch both alike.
+
+`compare_interleaved` does the same for a candidate against an incumbent in A/B rounds and puts a
+bootstrap confidence interval on the speedup; accepting needs the interval's low end above 1 + min_gain.
+On a CPU device the same code times with the host clock, which is what the tests use.
+"""
+from __future__ import annotations
+
+import math
+import random
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from typing import Callable
+
+import torch
+
+LAST_LEVEL_CACHE_BYTES = {"sm90": 60 * 2 ** 20, "gfx950": 256 * 2 ** 20}  # H200 L2; MI355X Infinity Cache
+MAX_ROTATION_BYTES = 8 * 2 ** 30   # never allocate more than this for rotation
+MAX_INPUT_SETS = 16
+
+
+def gemm_flops(shape) -> int:
+    m, n, k = shape
+    return 2 * m * n * k
+
+
+def tflops(shape, ms: float) -> float:
+    return gemm_flops(shape) / (ms * 1e-3) / 1e12
+
+
+def input_set_count(bytes_per_set: int, cache_bytes: int, factor: float = 2.0) -> int:
+    """How many input sets to rotate so together they exceed `factor` x the cache (at least 2)."""
+    wanted = math.ceil(factor * cache_bytes / max(1, bytes_per_set))
+    affordable = max(2, MAX_ROTATION_BYTES // max(1, bytes_per_set))
+    return int(max(2, min(wanted, affordable, MAX_INPUT_SETS)))
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Robust summary of one series of per-call times, in milliseconds."""
+
+    median_ms: float
+    q1_ms: float
+    q3_ms: float
+    min_ms: float
+    max_ms: float
+    samples: int
+
+    @property
+    def iqr_ms(self) -> float:
+        return self.q3_ms - self.q1_ms
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["iqr_ms"] = self.iqr_ms
+        return d
+
+
+def summarize(times_ms: list[float]) -> Summary:
+    if not times_ms:
+        raise ValueError("no timings to summarize")
+    ordered = sorted(times_ms)
+    if len(ordered) >= 2:
+        q1, _, q3 = statistics.quantiles(ordered, n=4, method="inclusive")
+    else:
+        q1 = q3 = ordered[0]
+    return Summary(median_ms=statistics.median(ordered), q1_ms=q1, q3_ms=q3, min_ms=ordered[0],
+                   max_ms=ordered[-1], samples=len(ordered))
+
+
+# ---------------------------------------------------------------------------------------------
+# Timers
+
+
+class Timer:
+    """Times single calls: device events on the current stream for a GPU, the host clock for the CPU.
+
+    Events are recorded on the stream the evaluator launches on; work a candidate hides on another
+    stream is not inside them, which `defenses.untimed_work_check` catches by comparing with wall time.
+    """
+
+    def __init__(self, device):
+        self.device = torch.device(device)
+        self.is_gpu = self.device.type == "cuda"
+        # Bound now, so a candidate that later patches these module attributes does not reach the timer.
+        self._perf_counter = time.perf_counter
+        if self.is_gpu:
+            self._event = torch.cuda.Event
+            self._sync = torch.cuda.synchronize
+
+    def synchronize(self) -> None:
+        if self.is_gpu:
+            self._sync(self.device)
+
+    def now(self) -> float:
+        return self._perf_counter()
+
+    def start(self):
+        if self.is_gpu:
+            start, end = self._event(enable_timing=True), self._event(enable_timing=True)
+            start.record()
+            return (start, end)
+        return [self._perf_counter(), None]
+
+    def stop(self, token) -> None:
+        if self.is_gpu:
+            token[1].record()
+        else:
+            token[1] = self._perf_counter()
+
+    def elapsed_ms(self, token) -> float:
+        """Milliseconds of a started and stopped token; call after `synchronize`."""
+        if self.is_gpu:
+            return float(token[0].elapsed_time(token[1]))
+        return (token[1] - token[0]) * 1e3
+
+
+def time_calls(timer: Timer, calls: dict[str, Callable[[int], object]], reps: int,
+               warmup: int = 3) -> dict[str, list[float]]:
+    """Per-call times of each callable, interleaved call by call. `calls[name](i)` runs call number i."""
+    for i in range(warmup):
+        for call in calls.values():
+            call(i)
+    timer.synchronize()
+    tokens: dict[str, list] = {name: [] for name in calls}
+    for i in range(reps):
+        names = list(calls) if i % 2 == 0 else list(reversed(calls))  # neither side always goes first
+        for name in names:
+            token = timer.start()
+            calls[name](i)
+            timer.stop(token)
+            tokens[name].append(token)
+    timer.synchronize()
+    return {name: [timer.elapsed_ms(t) for t in toks] for name, toks in tokens.items()}
+
+
+def reps_for_budget(timer: Timer, call: Callable[[int], object], budget_s: float, lo: int = 20, hi: int = 400) -> int:
+    """Number of repetitions that fit `budget_s`, from a short probe of the call's time."""
+    timer.synchronize()
+    start = timer.now()
+    for i in range(3):
+        call(i)
+    timer.synchronize()
+    per_call = max((timer.now() - start) / 3, 1e-6)
+    return int(max(lo, min(hi, budget_s / per_call)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Vendor library
+
+
+def vendor_call(spec, args: dict[str, torch.Tensor]) -> tuple[Callable[[], object] | None, str]:
+    """The vendor library's GEMM on the same operands, and its name; (None, why) when there is none."""
+    if spec.scales == "e8m0_k32":
+        return None, "no vendor MXFP4 GEMM is wired in (torch._scaled_mm's MX path needs swizzled scales)"
+    a, b = args["a"], args["b"]
+    out_dtype = args["c"].dtype
+    if spec.dtype.startswith("float8"):
+        one = torch.ones((), dtype=torch.float32, device=a.device)
+        sa = args.get("a_scale", one).reshape(())
+        sb = args.get("b_scale", one).reshape(())
+
+        def scaled():
+            return torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=sb, out_dtype=out_dtype)
+        return scaled, "torch._scaled_mm"
+    if out_dtype == a.dtype:
+        out = torch.empty_like(args["c"])
+
+        def mm_out():
+            return torch.matmul(a, b.t(), out=out)
+        return mm_out, "torch.matmul"
+
+    def mm():
+        return torch.matmul(a, b.t()).to(out_dtype)
+    return mm, "torch.matmul"
+
+
+# ---------------------------------------------------------------------------------------------
+# Candidate vs incumbent
+
+
+def bootstrap_speedup(cand_ms: list[float], inc_ms: list[float], confidence: float = 0.95,
+                      resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """Speedup of candidate over incumbent (>1: candidate faster) with a paired bootstrap interval.
+
+    `cand_ms[r]` and `inc_ms[r]` are round r's times. The statistic is the geometric mean of the per-round
+    ratios inc/cand, so a round of drift hits both sides of its ratio; the interval is the percentile
+    interval of that statistic over rounds resampled with replacement (seeded: the same samples always
+    give the same interval).
+    """
+    if len(cand_ms) != len(inc_ms) or len(cand_ms) < 2:
+        raise ValueError("need at least two paired rounds")
+    logs = [math.log(i / c) for c, i in zip(cand_ms, inc_ms)]
+    point = math.exp(sum(logs) / len(logs))
+    rng = random.Random(seed)
+    n = len(logs)
+    stats = sorted(math.exp(sum(logs[rng.randrange(n)] for _ in range(n)) / n) for _ in range(resamples))
+    alpha = (1 - confidence) / 2
+    low = stats[max(0, int(math.floor(alpha * resamples)))]
+    high = stats[min(resamples - 1, int(math.ceil((1 - alpha) * resamples)) - 1)]
+    return point, low, high
+
+
+def compare_interleaved(cand_launch: Callable[[int], object], inc_launch: Callable[[int], object], device,
+                        rounds: int = 20, calls_per_round: int = 10, warmup: int = 3, min_gain: float = 0.0,
+                        confidence: float = 0.95, seed: int = 0) -> dict:
+    """A/B rounds of candidate and incumbent; speedup with a bootstrap interval; accept on its low end.
+
+    Each round times `calls_per_round` calls of each (alternating which goes first) and keeps each side's
+    median; rounds are the bootstrap's units. `accepted` is `ci_low > 1 + min_gain`.
+    """
+    timer = Timer(device)
+    cand_rounds: list[float] = []
+    inc_rounds: list[float] = []
+    for i in range(warmup):
+        cand_launch(i)
+        inc_launch(i)
+    for r in range(rounds):
+        offset = r * calls_per_round
+        order = [("candidate", cand_launch), ("incumbent", inc_launch)]
+        if r % 2:
+            order.reverse()
+        got: dict[str, list] = {}
+        for name, launch in order:
+            toks = []
+            for i in range(calls_per_round):
+                token = timer.start()
+                launch(offset + i)
+                timer.stop(token)
+                toks.append(token)
+            got[name] = toks
+        timer.synchronize()
+        cand_rounds.append(statistics.median(timer.elapsed_ms(t) for t in got["candidate"]))
+        inc_rounds.append(statistics.median(timer.elapsed_ms(t) for t in got["incumbent"]))
+    speedup, low, high = bootstrap_speedup(cand_rounds, inc_rounds, confidence=confidence, seed=seed)
+    return {"speedup": speedup, "ci_low": low, "ci_high": high, "confidence": confidence,
+            "accepted": low > 1 + min_gain, "min_gain": min_gain,
+            "method": (f"interleaved A/B: {rounds} rounds x {calls_per_round} calls each side, per-round medians "
+                       f"({'device events' if timer.is_gpu else 'host clock'}), geometric-mean speedup, "
+                       f"paired bootstrap {int(confidence * 100)}% interval"),
+            "samples": {"candidate_ms": cand_rounds, "incumbent_ms": inc_rounds}}

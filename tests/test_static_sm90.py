@@ -1,0 +1,55 @@
+"""The sm90 static report agrees with the SASS and ptxas output it was read from."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import TEST_KERNELS
+from evaluator.compile import compile_candidate
+from evaluator.contract import load_candidate
+from evaluator.isa import sass
+from evaluator.targets import SM90
+
+
+@pytest.fixture(scope="module")
+def small():
+    module, spec = load_candidate(TEST_KERNELS / "small_sm90.py")
+    kernels = compile_candidate(module, spec, SM90)
+    from evaluator.static import analyze
+
+    return kernels[0], analyze(kernels, SM90, spec.benchmark_shape)
+
+
+def test_wgmma_count_equals_hgmma_lines_in_sass(small):
+    kernel, report = small
+    lines = [ln for ln in kernel.asm["sass"].splitlines() if " HGMMA." in ln]
+    assert report["wgmma_count"] == len(lines) > 0
+    assert report["hmma_count"] == 0
+    assert all(s.startswith("HGMMA.64x64x16") for s in report["matrix_shape"])
+
+
+def test_registers_and_spills_from_ptxas(small):
+    _, report = small
+    assert 0 < report["registers"] <= 255
+    assert report["spill_store_bytes"] == report["spill_load_bytes"] == 0 and report["hot_loop_spills"] == 0
+    assert report["shared_bytes"] == 2 * 64 * 64 * 2
+
+
+def test_hot_loop_holds_the_wgmma_and_its_loads(small):
+    _, report = small
+    loop = report["hot_loop"]
+    assert loop["wgmma"] > 0 and loop["global_load"] > 0 and loop["shared_store"] > 0
+    assert 0 < report["estimated_efficiency"] <= 1
+
+
+def test_ptxas_report_parser():
+    text = ("ptxas info    : Function properties for k\n    24 bytes stack frame, 16 bytes spill stores, "
+            "8 bytes spill loads\nptxas info    : Used 168 registers, used 1 barriers")
+    usage = sass.parse_ptxas_report(text)
+    assert (usage.registers, usage.stack_frame_bytes, usage.spill_store_bytes, usage.spill_load_bytes) == (168, 24, 16, 8)
+
+
+def test_hgmma_cycles_follow_the_instruction_shape():
+    from evaluator.isa.common import Instruction
+
+    assert sass.hgmma_cycles(Instruction("HGMMA.64x128x16.F32.BF16", "", 1)) == 64
+    assert sass.hgmma_cycles(Instruction("HGMMA.64x256x32.F32.E4M3.E4M3", "", 1)) == 128
