@@ -28,7 +28,7 @@ from .errors import CandidateNotFound, NearpeakError, NoDeviceError
 from .policy import check_policy, describe
 from .sandbox import IsolatedResult, run_isolated
 
-STATIC_MEMORY_MB = 16384       # address-space cap of the static stage: torch + triton + a compile need ~4 GiB
+STATIC_MEMORY_MB = 8192        # address-space cap of the static stage: torch + triton + a compile fit in 2 GiB
 HEALTH_TIMEOUT_S = 120.0
 MIN_STAGE_S = 1.0              # a stage is never started with less than this left of the budget
 GPU_DEVICE_NODES = {"sm90": "/dev/nvidia*", "gfx950": "/dev/kfd"}
@@ -70,7 +70,7 @@ def runtime_stage(path: str, target: str, shape: list | None, knobs: dict | None
     try:
         require_device(target)
     except NoDeviceError as err:
-        return {"verdict": "no_device", "message": err.message} if required else None
+        return {"status": NoDeviceError.status, "verdict": err.message} if required else None
     from .runtime.evaluate import runtime_evaluate
 
     return runtime_evaluate(path, target, tuple(shape) if shape else None, knobs, seed, profile)
@@ -112,12 +112,15 @@ def gpu_health(timeout_s: float = HEALTH_TIMEOUT_S) -> dict:
 
 
 def _runtime_failed(runtime: dict) -> str | None:
-    """The status a runtime section imposes on the record, or None when it passed."""
-    for key in ("verdict", "status"):
-        value = runtime.get(key)
-        if value not in (None, "ok", "correct"):
-            return str(value)
-    return "runtime_rejected" if runtime.get("ok") is False else None
+    """The status a runtime section imposes on the record, or None when it passed.
+
+    The runtime section's `status` is a reason code ("ok", "unwritten", "cached_result", ...) and its
+    `verdict` the sentence explaining it; a section without `status` speaks by `verdict`.
+    """
+    if "status" in runtime:
+        return None if runtime["status"] == "ok" else str(runtime["status"])
+    verdict = runtime.get("verdict")
+    return None if verdict in (None, "ok", "correct") else str(verdict)
 
 
 def _sandbox_failure(record_path: str, target: str | None, stage: str, result: IsolatedResult, timeout_s: float,
@@ -194,5 +197,6 @@ def evaluate_isolated(path: str | Path, target: str | None = None, shape=None, k
     record["runtime"] = runtime.value
     status = _runtime_failed(runtime.value)
     if status:
-        record.update(status=status, message=runtime.value.get("message") or f"runtime stage: {status}")
+        record.update(status=status, message=runtime.value.get("message") or runtime.value.get("verdict")
+                      or f"runtime stage: {status}")
     return record

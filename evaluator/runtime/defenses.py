@@ -18,14 +18,22 @@ from __future__ import annotations
 import hashlib
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import torch
 
-from .correctness import (ShapeCheck, fill_operands, judge, modified_inputs, poison, reference,
-                          snapshot_inputs, tolerance_for)
+from .correctness import (
+    ShapeCheck,
+    fill_operands,
+    judge,
+    modified_inputs,
+    poison,
+    reference,
+    snapshot_inputs,
+    tolerance_for,
+)
 from .timing import Timer
 
 EVALUATOR_ROOT = Path(__file__).resolve().parents[1]
@@ -169,7 +177,7 @@ class Integrity:
     files: dict[str, str]
 
     @classmethod
-    def capture(cls) -> "Integrity":
+    def capture(cls) -> Integrity:
         return cls(functions={k: id(v) for k, v in _watched().items()}, files=hash_files())
 
     def check(self) -> dict:

@@ -20,8 +20,8 @@ import math
 import random
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Callable
 
 import torch
 
@@ -207,8 +207,8 @@ def bootstrap_speedup(cand_ms: list[float], inc_ms: list[float], confidence: flo
     n = len(logs)
     stats = sorted(math.exp(sum(logs[rng.randrange(n)] for _ in range(n)) / n) for _ in range(resamples))
     alpha = (1 - confidence) / 2
-    low = stats[max(0, int(math.floor(alpha * resamples)))]
-    high = stats[min(resamples - 1, int(math.ceil((1 - alpha) * resamples)) - 1)]
+    low = stats[max(0, math.floor(alpha * resamples))]
+    high = stats[min(resamples - 1, math.ceil((1 - alpha) * resamples) - 1)]
     return point, low, high
 
 

@@ -46,8 +46,8 @@ DTYPE = "float8_e5m2"
 OUT_DTYPE = "bfloat16"
 SHAPES = [(4096, 4096, 16384), (4096, 4096, 4096), (8192, 8192, 8192)]
 SHAPE_MULTIPLE = (256, 256, 256)  # whole tiles, and an even number of K-steps (the loop is unrolled by 2)
-KNOBS = {"BLOCK_M": 256, "BLOCK_N": 256, "BLOCK_K": 128, "GROUP_M": 4, "NUM_XCDS": 8, "num_warps": 4}
-KNOB_CHOICES = {"GROUP_M": [1, 4, 8], "NUM_XCDS": [1, 8]}
+KNOBS = {"BLOCK_M": 256, "BLOCK_N": 256, "BLOCK_K": 128, "GROUP_M": 4, "NUM_XCDS": 8, "num_warps": 8}
+KNOB_CHOICES = {"GROUP_M": [1, 4, 8], "NUM_XCDS": [1, 8], "num_warps": [4, 8]}
 
 FORMAT = gl.constexpr("e5m2")  # the MFMA operand format of DTYPE
 

@@ -1,0 +1,307 @@
+"""The optimization loop: propose, screen, evaluate, judge, commit; one step at a time.
+
+The controller owns no state of its own between steps: everything it needs (incumbent, attempts, tokens
+spent) is read back from the ledger, which is what makes `--resume` after a kill work. Within a step each
+candidate is committed as soon as it is judged, so a kill loses at most the candidate being evaluated:
+
+* a candidate that fails the screen or the accept rule goes to `refs/attempts/<step>-<n>` (rejected);
+* one that passes also goes there (verdict `passed`) unless it is the step's last candidate and the best so
+  far, in which case it is committed straight to `main` (accepted);
+* when the step's candidates are all in, the best passing attempt is promoted to `main` (its attempt ref is
+  deleted in the same ref transaction).
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from .config import RunConfig
+from .evaluation import MEASURED, Evaluator, Judgement, judge_measured, judge_static, screen
+from .figures import commit_message, headline, trailers
+from .ledger import MAIN, SCRATCH, Entry, Ledger, attempt_ref
+from .proposers import Attempt, Candidate, FailedProposal, Outcome, ProposalContext, Proposer
+from .source import sha256
+
+KERNEL, RECORD, STEP, RUN = "kernel.py", "evaluation.json", "step.json", "run.json"
+ACCEPTED, PASSED, REJECTED, FAILED, BASELINE = "accepted", "passed", "rejected", "proposal-failed", "baseline"
+
+
+def dump(data: dict) -> bytes:
+    return (json.dumps(data, indent=1, sort_keys=True, default=str) + "\n").encode()
+
+
+def normalize_record(record: dict) -> dict:
+    """The record as the ledger keeps it: the kernel is always kernel.py, wherever it was evaluated."""
+    return {**record, "file": KERNEL}
+
+
+@dataclass(frozen=True)
+class Budget:
+    max_tokens: int | None = None      # over the whole run (tokens already in the ledger count)
+    max_wall: float | None = None      # seconds, for this invocation
+
+
+@dataclass
+class RunResult:
+    path: Path
+    stop_reason: str
+    steps_run: list[int] = field(default_factory=list)
+
+
+class Optimizer:
+    """Runs the steps of one run over its ledger."""
+
+    def __init__(self, ledger: Ledger, config: RunConfig, proposer: Proposer, evaluator: Evaluator,
+                 budget: Budget, progress: Callable[[str], None]):
+        self.ledger = ledger
+        self.config = config
+        self.proposer = proposer
+        self.evaluator = evaluator
+        self.budget = budget
+        self.progress = progress
+        self.scratch = ledger.path / SCRATCH
+        self.started = time.monotonic()
+
+    # -- reading the ledger ------------------------------------------------------------------------------
+
+    def _json(self, sha: str, name: str) -> dict:
+        data = self.ledger.read(sha, name)
+        return json.loads(data) if data else {}
+
+    def _incumbent(self) -> tuple[Entry, str, dict]:
+        head = self.ledger.main_line()[-1]
+        return head, self.ledger.read(head.sha, KERNEL).decode(), self._json(head.sha, RECORD)
+
+    def tokens_spent(self) -> int:
+        return sum(int(e.trailers.get("Tokens", "0") or 0) for e in self.ledger.entries())
+
+    def _context(self, step: int, count: int, incumbent_source: str, incumbent_record: dict) -> ProposalContext:
+        entries = self.ledger.entries()
+        history = tuple(Attempt(step=e.step, candidate=e.candidate, verdict=e.verdict,
+                                reason=e.trailers.get("Reason", ""), summary=e.summary,
+                                source_sha256=e.trailers.get("Kernel-Sha256", ""),
+                                headline=_trailer_headline(e)) for e in entries if e.step > 0)
+        last = entries[-1]
+        last_record = self._json(last.sha, RECORD) if last.step > 0 else None
+        last_source = (self.ledger.read(last.sha, KERNEL) or b"").decode() if last.step > 0 else None
+        tried = frozenset(e.trailers.get("Kernel-Sha256", "") for e in entries)
+        return ProposalContext(target=self.config.target, step=step, count=count,
+                               incumbent_source=incumbent_source, incumbent_record=incumbent_record,
+                               last_record=last_record, last_source=last_source, history=history, tried=tried)
+
+    def next_step(self) -> int:
+        entries = self.ledger.entries()
+        last = max(e.step for e in entries)
+        if last == 0 or self._step_complete(last, entries):
+            return last + 1
+        return last
+
+    def _step_complete(self, step: int, entries: list[Entry]) -> bool:
+        if any(e.step == step and e.ref == MAIN for e in entries):
+            return True
+        return sum(e.step == step for e in entries) >= self.config.candidates
+
+    # -- the loop ----------------------------------------------------------------------------------------
+
+    def budget_stop(self) -> str | None:
+        if self.budget.max_wall is not None and time.monotonic() - self.started >= self.budget.max_wall:
+            return f"wall-clock budget of {self.budget.max_wall:g} s reached"
+        if self.budget.max_tokens is not None and self.tokens_spent() >= self.budget.max_tokens:
+            return f"token budget of {self.budget.max_tokens} reached ({self.tokens_spent()} spent)"
+        return None
+
+    def run(self) -> RunResult:
+        result = RunResult(path=self.ledger.path, stop_reason=f"all {self.config.steps} steps done")
+        step = self.next_step()
+        while step <= self.config.steps:
+            stop = self.budget_stop()
+            if stop:
+                result.stop_reason = stop
+                break
+            outcome = self.run_step(step)
+            if outcome is not None:
+                result.stop_reason = outcome
+                break
+            result.steps_run.append(step)
+            step += 1
+        shutil.rmtree(self.scratch, ignore_errors=True)
+        return result
+
+    def run_step(self, step: int) -> str | None:
+        """Do (or finish) one step; returns a stop reason when the run cannot go on."""
+        entries = [e for e in self.ledger.entries() if e.step == step]
+        head, incumbent_source, incumbent_record = self._incumbent()
+        need = self.config.candidates - len(entries)
+        proposals: list[Candidate | FailedProposal] = []
+        if need > 0:
+            self.progress(f"[step {step}/{self.config.steps}] asking {self.proposer.name} for {need} candidate(s)")
+            context = self._context(step, need, incumbent_source, incumbent_record)
+            proposals = list(self.proposer.propose(context))[:need]
+            if not proposals and not entries:
+                return f"the {self.proposer.name} proposer has nothing left to propose"
+        best: tuple | None = max((self._score_of(e) for e in entries if e.verdict == PASSED), default=None)
+        for index, proposal in enumerate(proposals, start=len(entries) + 1):
+            stop = self.budget_stop()
+            if stop:
+                return stop
+            last = index == len(entries) + len(proposals)
+            score = self._handle(step, index, proposal, head, incumbent_source, incumbent_record, last, best)
+            if score is not None and (best is None or score > best):
+                best = score
+        if self.ledger.resolve(MAIN) == head.sha:
+            self._promote_best(step, head)
+        return None
+
+    def _score_of(self, entry: Entry) -> tuple:
+        return tuple(self._json(entry.sha, STEP).get("score") or ())
+
+    def _handle(self, step: int, n: int, proposal, head: Entry, incumbent_source: str, incumbent_record: dict,
+                last: bool, best: tuple | None) -> tuple | None:
+        """Evaluate and commit one proposal; returns its score when it passed."""
+        tag = f"[step {step}/{self.config.steps}] candidate {n}"
+        if isinstance(proposal, FailedProposal):
+            self._commit_failure(step, n, proposal, head, incumbent_source)
+            self.progress(f"{tag}: {FAILED}: {proposal.reason}")
+            return None
+        started = time.monotonic()
+        digest = sha256(proposal.source)
+        duplicate = next((e for e in self.ledger.entries() if e.trailers.get("Kernel-Sha256") == digest), None)
+        if duplicate is not None:
+            record = self._json(duplicate.sha, RECORD)
+            judgement = Judgement(False, f"duplicate of step {duplicate.step}.{duplicate.candidate}; not re-evaluated",
+                                  (), False)
+        else:
+            record, judgement = self._evaluate(step, n, proposal.source, incumbent_source, incumbent_record)
+        elapsed = time.monotonic() - started
+        passed = judgement.passed
+        accept_now = passed and last and (best is None or judgement.score > best)
+        verdict = ACCEPTED if accept_now else (PASSED if passed else REJECTED)
+        self._commit_candidate(step, n, proposal, record, judgement, verdict, head, elapsed)
+        if duplicate is None:
+            self.proposer.observe(proposal, Outcome(verdict, judgement.reason, record, judgement.screened_out))
+        self.progress(f"{tag} {proposal.title}: {verdict} - {judgement.reason} [{headline(record)}; {elapsed:.1f} s]")
+        return judgement.score if passed else None
+
+    def _evaluate(self, step: int, n: int, source: str, incumbent_source: str,
+                  incumbent_record: dict) -> tuple[dict, Judgement]:
+        path = self.scratch / f"step{step:03d}-{n}" / KERNEL
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(source)
+        record = self._safe_record(path, run=False)
+        reason = screen(record, self.config.max_spills)
+        if reason is None and self.config.mode == MEASURED:
+            record = self._safe_record(path, run=True)
+            reason = screen(record, self.config.max_spills)
+        if reason is not None:
+            return normalize_record(record), Judgement(False, reason, (), True)
+        if self.config.mode != MEASURED:
+            return normalize_record(record), judge_static(record, incumbent_record)
+        incumbent_path = self.scratch / "incumbent" / KERNEL
+        incumbent_path.parent.mkdir(parents=True, exist_ok=True)
+        incumbent_path.write_text(incumbent_source)
+        comparison = self.evaluator.compare(path, incumbent_path, None, self.config.min_gain)
+        return normalize_record(record), judge_measured(record, comparison, self.config.min_gain)
+
+    def _safe_record(self, path: Path, run: bool) -> dict:
+        """An evaluator crash is a failed candidate, recorded with its traceback tail, not the end of the run."""
+        try:
+            return self.evaluator.record(path, run=run)
+        except Exception as exc:  # noqa: BLE001 - the loop must go on; the record says what broke
+            tail = traceback.format_exception(type(exc), exc, exc.__traceback__)[-3:]
+            return {"status": "evaluator_error", "message": f"{type(exc).__name__}: {exc}", "line": None,
+                    "target": self.config.target, "traceback_tail": "".join(tail)}
+
+    # -- committing --------------------------------------------------------------------------------------
+
+    def _base_files(self, head: Entry) -> dict[str, bytes]:
+        return {RUN: self.ledger.read(head.sha, RUN)}
+
+    def _commit_candidate(self, step: int, n: int, proposal: Candidate, record: dict, judgement: Judgement,
+                          verdict: str, head: Entry, elapsed: float) -> str:
+        step_data = {
+            "step": step, "candidate": n, "verdict": verdict, "reason": judgement.reason,
+            "proposer": self.proposer.name, "title": proposal.title, "rationale": proposal.rationale,
+            "kernel_sha256": sha256(proposal.source), "incumbent": head.sha, "mode": self.config.mode,
+            "objective": self.config.objective, "score": list(judgement.score), "screened_out": judgement.screened_out,
+            "comparison": judgement.comparison, "proposal": proposal.meta, "elapsed_s": round(elapsed, 3),
+        }
+        files = {**self._base_files(head), KERNEL: proposal.source.encode(), RECORD: dump(record),
+                 STEP: dump(step_data), **{k: v.encode() for k, v in proposal.artifacts.items()}}
+        message = self._message(step_data, record, proposal.meta)
+        ref = MAIN if verdict == ACCEPTED else attempt_ref(step, n)
+        return self.ledger.commit(files, message, parent=head.sha, ref=ref)
+
+    def _commit_failure(self, step: int, n: int, failure: FailedProposal, head: Entry, incumbent_source: str) -> str:
+        record = {"status": "no_candidate", "message": failure.reason, "target": self.config.target}
+        step_data = {"step": step, "candidate": n, "verdict": FAILED, "reason": failure.reason,
+                     "proposer": self.proposer.name, "title": "no candidate", "rationale": "",
+                     "kernel_sha256": "", "incumbent": head.sha, "mode": self.config.mode,
+                     "objective": self.config.objective, "score": [], "screened_out": True, "comparison": None,
+                     "proposal": failure.meta}
+        # The tree keeps the incumbent's kernel, so every commit of the ledger is a complete snapshot.
+        files = {**self._base_files(head), KERNEL: incumbent_source.encode(), RECORD: dump(record),
+                 STEP: dump(step_data), **{k: v.encode() for k, v in failure.artifacts.items()}}
+        message = self._message(step_data, record, failure.meta)
+        return self.ledger.commit(files, message, parent=head.sha, ref=attempt_ref(step, n))
+
+    def _message(self, step_data: dict, record: dict, meta: dict) -> str:
+        extra = {"Objective": self.config.mode}
+        if step_data["kernel_sha256"]:
+            extra["Kernel-Sha256"] = step_data["kernel_sha256"]
+        comparison = step_data.get("comparison")
+        if comparison:
+            extra["Speedup-Measured"] = (f"{comparison.get('speedup'):.4f} (95% CI {comparison.get('ci_low'):.4f}"
+                                         f"-{comparison.get('ci_high'):.4f}, {comparison.get('method')})")
+        usage = meta.get("usage")
+        if usage is not None:
+            extra["Tokens"] = str(usage.get("total_tokens", 0))
+            extra["LLM-Tries"] = str(meta.get("tries", 0))
+        block = trailers(record, step=step_data["step"], candidate=step_data["candidate"],
+                         verdict=step_data["verdict"], reason=step_data["reason"], proposer=self.proposer.name,
+                         seed=self.config.seed, extra=extra)
+        summary = f"step {step_data['step']}.{step_data['candidate']}: {step_data['verdict']} - {step_data['title']}"
+        return commit_message(summary, step_data["rationale"], block)
+
+    def _promote_best(self, step: int, head: Entry) -> None:
+        passed = [e for e in self.ledger.attempts() if e.step == step and e.verdict == PASSED]
+        if not passed:
+            return
+        best = max(passed, key=self._score_of)
+        files = self.ledger.files(best.sha)
+        step_data = json.loads(files[STEP])
+        step_data.update(verdict=ACCEPTED, reason=f"best of {len(passed)} passing candidate(s): {step_data['reason']}")
+        files[STEP] = dump(step_data)
+        message = self._message(step_data, json.loads(files[RECORD]), step_data.get("proposal") or {})
+        self.ledger.commit(files, message, parent=head.sha, ref=MAIN, delete_refs=(best.ref,))
+        self.progress(f"[step {step}/{self.config.steps}] promoted candidate {best.candidate} to main")
+
+
+def baseline_commit(config: RunConfig, source: str, record: dict) -> tuple[dict[str, bytes], str]:
+    """Files and message of a run's root commit: the starting kernel and its evaluation."""
+    step_data = {"step": 0, "candidate": 0, "verdict": BASELINE, "reason": "starting kernel",
+                 "proposer": config.proposer, "title": Path(config.source_file).name, "rationale": "",
+                 "kernel_sha256": sha256(source), "mode": config.mode, "objective": config.objective,
+                 "score": [], "screened_out": False, "comparison": None, "proposal": {}}
+    files = {RUN: config.to_json().encode(), KERNEL: source.encode(), RECORD: dump(normalize_record(record)),
+             STEP: dump(step_data)}
+    block = trailers(record, step=0, candidate=0, verdict=BASELINE, reason="starting kernel",
+                     proposer=config.proposer, seed=config.seed,
+                     extra={"Objective": config.mode, "Kernel-Sha256": sha256(source)})
+    rationale = (f"Run {config.run_id}: {config.proposer} proposer, {config.steps} step(s) of {config.candidates} "
+                 f"candidate(s) on {config.target}.\nAccept rule: {config.objective}.")
+    return files, commit_message(f"step 0: baseline - {Path(config.source_file).name}", rationale, block)
+
+
+def _trailer_headline(entry: Entry) -> str:
+    t = entry.trailers
+    parts = []
+    if t.get("TFLOPS-Measured", "n/a").split()[0] != "n/a":
+        parts.append(f"{t['TFLOPS-Measured']} TFLOPS measured")
+    parts.append(f"eff {t.get('Efficiency-Estimate', 'n/a')} static est.")
+    parts.append(f"spills {t.get('Spills', 'n/a')}")
+    return ", ".join(parts)

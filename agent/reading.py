@@ -1,0 +1,188 @@
+"""Reading a run back from its ledger: history rows, one step in detail, replay with verification, a plot.
+
+Nothing here needs the run's process or any state outside the ledger.
+"""
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .config import RunConfig
+from .evaluation import Evaluator
+from .ledger import MAIN, Entry, Ledger
+from .loop import KERNEL, RECORD, RUN, STEP
+
+# Static figures that must reproduce exactly on re-evaluation (same compiler, same source).
+STATIC_KEYS = ("registers", "spills", "hot_loop_spills", "shared_bytes", "occupancy", "matrix_instructions",
+               "estimated_efficiency")
+RUNTIME_NOISE = 0.05   # relative TFLOPS drift tolerated when no confidence interval was recorded
+
+
+@dataclass(frozen=True)
+class HistoryRow:
+    step: int
+    candidate: int
+    verdict: str
+    ref: str
+    commit: str
+    summary: str
+    reason: str
+    proposer: str
+    tflops_measured: str
+    efficiency_estimate: str
+    registers: str
+    spills: str
+    shared: str
+    tokens: str
+
+
+def history(ledger: Ledger) -> list[HistoryRow]:
+    rows = []
+    for e in ledger.entries():
+        t = e.trailers
+        rows.append(HistoryRow(step=e.step, candidate=e.candidate, verdict=e.verdict, ref=e.ref, commit=e.sha[:12],
+                               summary=e.summary, reason=t.get("Reason", ""), proposer=t.get("Proposer", ""),
+                               tflops_measured=t.get("TFLOPS-Measured", "n/a"),
+                               efficiency_estimate=t.get("Efficiency-Estimate", "n/a"),
+                               registers=t.get("Registers", "n/a"), spills=t.get("Spills", "n/a"),
+                               shared=t.get("Shared", "n/a"), tokens=t.get("Tokens", "")))
+    return rows
+
+
+def history_json(ledger: Ledger) -> dict:
+    config = RunConfig.from_json(ledger.read(ledger.main_line()[0].sha, RUN))
+    return {"run": asdict(config), "path": str(ledger.path), "entries": [asdict(r) for r in history(ledger)]}
+
+
+def format_table(rows: list[HistoryRow], static: bool) -> str:
+    eff = "eff (static est.)" if static else "eff (static est.)"
+    header = ("step", "verdict", "TFLOPS (meas.)", eff, "regs", "spills", "shared", "reason")
+    body = [(f"{r.step}.{r.candidate}", r.verdict, r.tflops_measured.split(" (")[0], r.efficiency_estimate,
+             r.registers, r.spills, r.shared.replace(" bytes", ""), r.reason[:70]) for r in rows]
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *body)]
+    lines = ["  ".join(str(v).ljust(w) for v, w in zip(line, widths)).rstrip() for line in (header, *body)]
+    return "\n".join(lines)
+
+
+def find_step(ledger: Ledger, spec: str) -> Entry:
+    """`3` is step 3's accepted commit (or its only attempt); `3.2` or `3-2` is candidate 2 of step 3."""
+    text = spec.replace("-", ".")
+    try:
+        parts = [int(p) for p in text.split(".")]
+    except ValueError:
+        raise ValueError(f"step must look like 3 or 3.2, got {spec!r}") from None
+    entries = [e for e in ledger.entries() if e.step == parts[0]]
+    if len(parts) == 2:
+        entries = [e for e in entries if e.candidate == parts[1]]
+    if not entries:
+        raise ValueError(f"the run has no step {spec}")
+    on_main = [e for e in entries if e.ref == MAIN]
+    if on_main:
+        return on_main[0]
+    if len(entries) > 1:
+        listing = ", ".join(f"{e.step}.{e.candidate} ({e.verdict})" for e in entries)
+        raise ValueError(f"step {spec} accepted nothing; pick one of its candidates: {listing}")
+    return entries[0]
+
+
+def show(ledger: Ledger, spec: str) -> str:
+    entry = find_step(ledger, spec)
+    new = (ledger.read(entry.sha, KERNEL) or b"").decode()
+    old = (ledger.read(entry.parent, KERNEL) or b"").decode() if entry.parent else ""
+    diff = "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+                                        f"a/{KERNEL} (parent {entry.parent[:12] if entry.parent else 'none'})",
+                                        f"b/{KERNEL} ({entry.sha[:12]})"))
+    record = json.loads(ledger.read(entry.sha, RECORD) or b"{}")
+    static = record.get("static") or {}
+    evaluation = {"status": record.get("status"), "message": record.get("message"), "line": record.get("line"),
+                  "static": {k: static.get(k) for k in STATIC_KEYS + ("estimate",) if k in static}}
+    if record.get("runtime"):
+        evaluation["runtime (measured)"] = record["runtime"]
+    step = json.loads(ledger.read(entry.sha, STEP) or b"{}")
+    if step.get("comparison"):
+        evaluation["comparison (measured)"] = step["comparison"]
+    return (f"commit {entry.sha} ({entry.ref})\n\n{entry.message.rstrip()}\n\n"
+            f"--- diff against the incumbent ---\n{diff or '(kernel unchanged)'}\n"
+            f"--- evaluation ---\n{json.dumps(evaluation, indent=1, default=str)}\n")
+
+
+@dataclass(frozen=True)
+class Drift:
+    step: int
+    commit: str
+    problems: tuple[str, ...]
+
+
+def verify(ledger: Ledger, evaluator: Evaluator) -> list[Drift]:
+    """Re-evaluate each commit on main; static figures must match exactly, runtime ones within noise."""
+    drifts = []
+    with tempfile.TemporaryDirectory(prefix="nearpeak-replay-") as tmp:
+        for entry in ledger.main_line():
+            path = Path(tmp) / f"step{entry.step:03d}" / KERNEL
+            path.parent.mkdir(parents=True)
+            path.write_bytes(ledger.read(entry.sha, KERNEL))
+            old = json.loads(ledger.read(entry.sha, RECORD))
+            new = evaluator.record(path, run=None if old.get("runtime") else False)
+            drifts.append(Drift(entry.step, entry.sha, tuple(compare_records(old, new))))
+    return drifts
+
+
+def compare_records(old: dict, new: dict) -> list[str]:
+    problems = []
+    if old.get("status") != new.get("status"):
+        problems.append(f"status {old.get('status')} -> {new.get('status')}")
+    if old.get("triton_version") != new.get("triton_version"):
+        problems.append(f"triton {old.get('triton_version')} -> {new.get('triton_version')} (figures may differ)")
+    s_old, s_new = old.get("static") or {}, new.get("static") or {}
+    for key in STATIC_KEYS:
+        if s_old.get(key) != s_new.get(key):
+            problems.append(f"static {key}: {s_old.get(key)} -> {s_new.get(key)}")
+    r_old, r_new = old.get("runtime") or {}, new.get("runtime") or {}
+    if r_old.get("tflops") and r_new.get("tflops"):
+        drift = r_new["tflops"] / r_old["tflops"] - 1.0
+        if abs(drift) > RUNTIME_NOISE:
+            problems.append(f"measured TFLOPS {r_old['tflops']:.1f} -> {r_new['tflops']:.1f} ({drift:+.1%}, "
+                            f"beyond the {RUNTIME_NOISE:.0%} noise allowance)")
+    elif r_old.get("tflops") and not r_new:
+        problems.append("recorded a GPU measurement but no GPU of the target is here: runtime not re-checked")
+    return problems
+
+
+def plot(ledger: Ledger, output: Path) -> None:
+    """Draw the climb: figure of merit per step, accepted steps joined by a line, rejected ones as crosses."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = history(ledger)
+    measured = any(_number(r.tflops_measured) is not None for r in rows)
+    value = (lambda r: _number(r.tflops_measured)) if measured else (lambda r: _number(r.efficiency_estimate))
+    label = "TFLOP/s (measured)" if measured else "estimated hot-loop efficiency (static estimate, not measured)"
+    kept = [(r.step, value(r)) for r in rows if r.ref == MAIN and value(r) is not None]
+    other = [(r.step + 0.1 * r.candidate, value(r)) for r in rows if r.ref != MAIN and value(r) is not None]
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    if kept:
+        ax.plot(*zip(*kept), "o-", color="tab:blue", label="accepted (main)")
+    if other:
+        ax.plot(*zip(*other), "x", color="tab:red", label="rejected / not chosen")
+    ax.set_xlabel("step")
+    ax.set_ylabel(label)
+    ax.set_title(f"nearpeak run {ledger.path.name}")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(output, dpi=120)
+    plt.close(fig)
+
+
+def _number(text: str) -> float | None:
+    try:
+        value = float(text.split()[0])
+    except (ValueError, IndexError, AttributeError):
+        return None
+    return None if math.isnan(value) else value
