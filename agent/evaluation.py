@@ -54,9 +54,10 @@ class Evaluator:
         return api.evaluate(str(path), target=self.target, run=run, seed=self.seed)
 
     def compare(self, candidate: Path, incumbent: Path, shape, min_gain: float) -> dict:
-        from evaluator import api
+        from evaluator.runtime import compare
 
-        return api.compare(str(candidate), str(incumbent), target=self.target, shape=shape, min_gain=min_gain)
+        return compare(str(candidate), str(incumbent), target=self.target, shape=shape, min_gain=min_gain,
+                       seed=self.seed)
 
 
 def screen(record: dict, max_spills: int) -> str | None:
@@ -93,6 +94,9 @@ def judge_measured(candidate: dict, comparison: dict, min_gain: float) -> Judgem
     runtime = candidate.get("runtime") or {}
     if runtime.get("correct") is not True:
         return Judgement(False, f"incorrect results (measured): {runtime.get('message') or runtime.get('verdict')}",
+                         (0.0,), True, comparison)
+    if comparison.get("candidate_correct") is False:
+        return Judgement(False, f"incorrect results during timing (measured): {comparison.get('candidate_verdict')}",
                          (0.0,), True, comparison)
     low, speedup = comparison.get("ci_low"), comparison.get("speedup")
     score = (float(speedup or 0.0), float(low or 0.0))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import fcntl
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -124,14 +125,22 @@ class Ledger:
         ledger.commit(files, message, parent=None, ref=MAIN, author=author)
         return ledger
 
-    def lock(self) -> None:
-        """Hold an exclusive lock on the run for this process's lifetime (the kernel drops it on kill -9)."""
+    def lock(self, wait: float = 5.0) -> None:
+        """Hold an exclusive lock on the run for this process's lifetime (the kernel drops it on kill -9).
+
+        Waits up to `wait` seconds: a process killed a moment ago may still be releasing it.
+        """
         handle = open(self.path / ".git" / _LOCK_NAME, "a+")  # noqa: SIM115 - held open until unlock()
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.close()
-            raise LedgerError(f"run {self.path} is in use by another nearpeak process") from None
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    handle.close()
+                    raise LedgerError(f"run {self.path} is in use by another nearpeak process") from None
+                time.sleep(0.05)
         self._lock_file = handle
 
     def unlock(self) -> None:

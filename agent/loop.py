@@ -16,9 +16,9 @@ import json
 import shutil
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from .config import RunConfig
 from .evaluation import MEASURED, Evaluator, Judgement, judge_measured, judge_static, screen
@@ -83,7 +83,7 @@ class Optimizer:
     def _context(self, step: int, count: int, incumbent_source: str, incumbent_record: dict) -> ProposalContext:
         entries = self.ledger.entries()
         history = tuple(Attempt(step=e.step, candidate=e.candidate, verdict=e.verdict,
-                                reason=e.trailers.get("Reason", ""), summary=e.summary,
+                                reason=e.trailers.get("Reason", ""), summary=e.summary.split(" - ", 1)[-1],
                                 source_sha256=e.trailers.get("Kernel-Sha256", ""),
                                 headline=_trailer_headline(e)) for e in entries if e.step > 0)
         last = entries[-1]
@@ -145,17 +145,18 @@ class Optimizer:
             if not proposals and not entries:
                 return f"the {self.proposer.name} proposer has nothing left to propose"
         best: tuple | None = max((self._score_of(e) for e in entries if e.verdict == PASSED), default=None)
+        stop = None
         for index, proposal in enumerate(proposals, start=len(entries) + 1):
             stop = self.budget_stop()
             if stop:
-                return stop
+                break  # what passed so far is still promoted: the budget ends the run, not the step's result
             last = index == len(entries) + len(proposals)
             score = self._handle(step, index, proposal, head, incumbent_source, incumbent_record, last, best)
             if score is not None and (best is None or score > best):
                 best = score
         if self.ledger.resolve(MAIN) == head.sha:
             self._promote_best(step, head)
-        return None
+        return stop
 
     def _score_of(self, entry: Entry) -> tuple:
         return tuple(self._json(entry.sha, STEP).get("score") or ())
@@ -204,7 +205,11 @@ class Optimizer:
         incumbent_path = self.scratch / "incumbent" / KERNEL
         incumbent_path.parent.mkdir(parents=True, exist_ok=True)
         incumbent_path.write_text(incumbent_source)
-        comparison = self.evaluator.compare(path, incumbent_path, None, self.config.min_gain)
+        try:
+            comparison = self.evaluator.compare(path, incumbent_path, None, self.config.min_gain)
+        except Exception as exc:  # noqa: BLE001 - a comparison that breaks rejects this candidate only
+            return normalize_record(record), Judgement(False, f"interleaved comparison failed: "
+                                                              f"{type(exc).__name__}: {exc}", (), True)
         return normalize_record(record), judge_measured(record, comparison, self.config.min_gain)
 
     def _safe_record(self, path: Path, run: bool) -> dict:

@@ -31,10 +31,10 @@ def hardware_facts(target_name: str, dtype: str | None) -> str:
     peak = t.peak_tflops.get(dtype or "", None)
     lines = [
         f"- target {t.name} ({', '.join(t.devices)}); backend {t.backend}, arch {t.arch}, warp/wave size {t.warp_size}",
-        f"- {t.compute_units} compute units (CUs/SMs), {t.simds_per_cu} SIMDs or sub-partitions each, "
-        f"up to {t.max_waves_per_simd} waves per SIMD, engine clock up to {t.clock_ghz} GHz (datasheet)",
-        f"- registers: {t.registers_per_lane} per lane, at most {t.max_registers_per_thread} per thread; "
-        f"shared memory / LDS {t.shared_bytes_per_cu // 1024} KiB per CU/SM",
+        (f"- {t.compute_units} compute units (CUs/SMs), {t.simds_per_cu} SIMDs or sub-partitions each, "
+        f"up to {t.max_waves_per_simd} waves per SIMD, engine clock up to {t.clock_ghz} GHz (datasheet)"),
+        (f"- registers: {t.registers_per_lane} per lane, at most {t.max_registers_per_thread} per thread; "
+        f"shared memory / LDS {t.shared_bytes_per_cu // 1024} KiB per CU/SM"),
     ]
     if peak:
         lines.append(f"- datasheet dense peak for {dtype}: {peak} TFLOP/s")

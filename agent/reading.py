@@ -58,9 +58,8 @@ def history_json(ledger: Ledger) -> dict:
     return {"run": asdict(config), "path": str(ledger.path), "entries": [asdict(r) for r in history(ledger)]}
 
 
-def format_table(rows: list[HistoryRow], static: bool) -> str:
-    eff = "eff (static est.)" if static else "eff (static est.)"
-    header = ("step", "verdict", "TFLOPS (meas.)", eff, "regs", "spills", "shared", "reason")
+def format_table(rows: list[HistoryRow]) -> str:
+    header = ("step", "verdict", "TFLOPS (measured)", "eff (static est.)", "regs", "spills", "shared", "reason")
     body = [(f"{r.step}.{r.candidate}", r.verdict, r.tflops_measured.split(" (")[0], r.efficiency_estimate,
              r.registers, r.spills, r.shared.replace(" bytes", ""), r.reason[:70]) for r in rows]
     widths = [max(len(str(x)) for x in col) for col in zip(header, *body)]
@@ -74,18 +73,18 @@ def find_step(ledger: Ledger, spec: str) -> Entry:
     try:
         parts = [int(p) for p in text.split(".")]
     except ValueError:
-        raise ValueError(f"step must look like 3 or 3.2, got {spec!r}") from None
+        raise LookupError(f"step must look like 3 or 3.2, got {spec!r}") from None
     entries = [e for e in ledger.entries() if e.step == parts[0]]
     if len(parts) == 2:
         entries = [e for e in entries if e.candidate == parts[1]]
     if not entries:
-        raise ValueError(f"the run has no step {spec}")
+        raise LookupError(f"the run has no step {spec}")
     on_main = [e for e in entries if e.ref == MAIN]
     if on_main:
         return on_main[0]
     if len(entries) > 1:
         listing = ", ".join(f"{e.step}.{e.candidate} ({e.verdict})" for e in entries)
-        raise ValueError(f"step {spec} accepted nothing; pick one of its candidates: {listing}")
+        raise LookupError(f"step {spec} accepted nothing; pick one of its candidates: {listing}")
     return entries[0]
 
 
@@ -114,7 +113,8 @@ def show(ledger: Ledger, spec: str) -> str:
 class Drift:
     step: int
     commit: str
-    problems: tuple[str, ...]
+    problems: tuple[str, ...]        # figures that did not reproduce
+    notes: tuple[str, ...] = ()      # what could not be re-checked here
 
 
 def verify(ledger: Ledger, evaluator: Evaluator) -> list[Drift]:
@@ -127,12 +127,14 @@ def verify(ledger: Ledger, evaluator: Evaluator) -> list[Drift]:
             path.write_bytes(ledger.read(entry.sha, KERNEL))
             old = json.loads(ledger.read(entry.sha, RECORD))
             new = evaluator.record(path, run=None if old.get("runtime") else False)
-            drifts.append(Drift(entry.step, entry.sha, tuple(compare_records(old, new))))
+            problems, notes = compare_records(old, new)
+            drifts.append(Drift(entry.step, entry.sha, tuple(problems), tuple(notes)))
     return drifts
 
 
-def compare_records(old: dict, new: dict) -> list[str]:
-    problems = []
+def compare_records(old: dict, new: dict) -> tuple[list[str], list[str]]:
+    """(drift problems, notes) between a ledger record and a fresh one of the same kernel."""
+    problems, notes = [], []
     if old.get("status") != new.get("status"):
         problems.append(f"status {old.get('status')} -> {new.get('status')}")
     if old.get("triton_version") != new.get("triton_version"):
@@ -148,8 +150,8 @@ def compare_records(old: dict, new: dict) -> list[str]:
             problems.append(f"measured TFLOPS {r_old['tflops']:.1f} -> {r_new['tflops']:.1f} ({drift:+.1%}, "
                             f"beyond the {RUNTIME_NOISE:.0%} noise allowance)")
     elif r_old.get("tflops") and not r_new:
-        problems.append("recorded a GPU measurement but no GPU of the target is here: runtime not re-checked")
-    return problems
+        notes.append("measured on a GPU that is not here: runtime figures not re-checked")
+    return problems, notes
 
 
 def plot(ledger: Ledger, output: Path) -> None:

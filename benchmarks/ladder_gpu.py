@@ -165,16 +165,18 @@ def measure_stage(label: str, path: Path, knobs_override: dict, shapes, rounds: 
     records = []
     todo = [(s, True) for s in shapes] + ([(EDGE_SHAPE, False)] if check_edge else [])
     for shape, timed in todo:
+        if records:
+            print("CHILD_RECORD " + json.dumps(records[-1]), flush=True)
         m, n, k = shape
         rec = {"stage": label, "stage_file": str(path.relative_to(ROOT)), "technique": getattr(module, "TECHNIQUE", ""),
                "M": m, "N": n, "K": k, "dtype": dtype_name, "out_dtype": module.OUT_DTYPE, "knobs": knobs,
                "timed": timed, "correct": None, "rel_error": None, "tolerance": tol, "tflops": None, "ms": None,
                "vendor_tflops": None, "vendor_ms": None, "ratio_vs_vendor": None, "tensor_pipe_pct": None,
-               "registers": None, "spills": None, "error": None}
+               "registers": None, "spills": None, "skipped": None, "error": None}
         records.append(rec)
         if not supports(module, shape):
-            rec["error"] = f"shape not a multiple of SHAPE_MULTIPLE {module.SHAPE_MULTIPLE}"
-            log(f"  {label} {m}x{n}x{k}: skipped ({rec['error']})")
+            rec["skipped"] = f"not a multiple of SHAPE_MULTIPLE {tuple(module.SHAPE_MULTIPLE)}"
+            log(f"  {label} {m}x{n}x{k}: skipped ({rec['skipped']})")
             continue
         try:
             n_sets = set_count(shape, dtype_name) if timed else 1
@@ -206,17 +208,19 @@ def measure_stage(label: str, path: Path, knobs_override: dict, shapes, rounds: 
                 rec["tflops"] = flops / (rec["ms"] * 1e-3) / 1e12
                 rec["vendor_tflops"] = flops / (rec["vendor_ms"] * 1e-3) / 1e12
                 rec["ratio_vs_vendor"] = rec["tflops"] / rec["vendor_tflops"]
-            log(f"  {label} {m}x{n}x{k}: correct={rec['correct']} rel={rec['rel_error']} "
-                f"tflops={rec['tflops'] and round(rec['tflops'], 1)} vendor={rec['vendor_tflops'] and round(rec['vendor_tflops'], 1)} "
-                f"regs={rec['registers']} spills={rec['spills']}")
+            log(f"  {label} {m}x{n}x{k}: correct={rec['correct']} rel={rec['rel_error']} ms={rec['ms']} "
+                f"vendor_ms={rec['vendor_ms']} regs={rec['registers']} spills={rec['spills']}")
             del sets, outs
             torch.cuda.empty_cache()
         except Exception as exc:  # noqa: BLE001 - one failing shape must not stop the others
-            rec["error"] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1][:300] if str(exc).strip() else ''}"
+            lines = str(exc).strip().splitlines()
+            rec["error"] = f"{type(exc).__name__}: {lines[-1][:300] if lines else ''}"
             log(f"  {label} {m}x{n}x{k}: ERROR {rec['error']}")
             traceback.print_exc()
             if "CUDA" in str(exc) or "illegal" in str(exc).lower():
                 break  # the context is poisoned; the parent records the rest as not run
+    if records:
+        print("CHILD_RECORD " + json.dumps(records[-1]), flush=True)
     return records
 
 
@@ -302,16 +306,18 @@ def device_header(argv: list[str]) -> dict:
     return header
 
 
-def write_report(out_dir: Path, header: dict, records: list[dict]) -> None:
+def write_report(out_dir: Path, header: dict, records: list[dict], show: bool = True) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "sm90_bf16_ladder.json").write_text(json.dumps({"header": header, "records": records}, indent=1))
-    rows = ["| stage | M x N x K | correct | rel_error | TFLOP/s | vendor TFLOP/s | ratio | tensor pipe % | regs | spills |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
+    columns = ["stage", "M x N x K", "correct", "rel_error", "TFLOP/s", "vendor TFLOP/s", "ratio", "tensor pipe %",
+               "regs", "spills"]
+    rows = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
 
     def fmt(v, spec):
         return "-" if v is None else format(v, spec)
     for r in records:
-        rows.append(f"| {r['stage']} | {r['M']}x{r['N']}x{r['K']} | {r['correct'] if r['error'] is None else 'ERROR'} | "
+        verdict = "ERROR" if r.get("error") else "skip" if r.get("skipped") else r["correct"]
+        rows.append(f"| {r['stage']} | {r['M']}x{r['N']}x{r['K']} | {verdict} | "
                     f"{fmt(r['rel_error'], '.2e')} | {fmt(r['tflops'], '.1f')} | {fmt(r['vendor_tflops'], '.1f')} | "
                     f"{fmt(r['ratio_vs_vendor'], '.3f')} | {fmt(r['tensor_pipe_pct'], '.1f')} | "
                     f"{fmt(r['registers'], 'd')} | {fmt(r['spills'], 'd')} |")
@@ -319,11 +325,13 @@ def write_report(out_dir: Path, header: dict, records: list[dict]) -> None:
             f"triton {header['triton']}, driver {header.get('driver')}\n\n`{header['command']}`\n\n"
             f"Timing: {header['timing']}. Vendor: torch.matmul (bf16), torch._scaled_mm (fp8).\n\n"
             + "\n".join(rows) + "\n")
-    errors = [r for r in records if r["error"]]
-    if errors:
-        text += "\nErrors:\n" + "\n".join(f"- {r['stage']} {r['M']}x{r['N']}x{r['K']}: {r['error']}" for r in errors)
+    notes = [f"- {r['stage']} {r['M']}x{r['N']}x{r['K']}: {r.get('error') or r.get('skipped')}"
+             for r in records if r.get("error") or r.get("skipped")]
+    if notes:
+        text += "\nErrors and skipped shapes:\n" + "\n".join(notes)
     (out_dir / "sm90_bf16_ladder.md").write_text(text + "\n")
-    log("\n" + "\n".join(rows))
+    if show:
+        log("\n" + "\n".join(rows))
 
 
 def jobs_from_args(args) -> list[tuple[str, Path, dict]]:
@@ -359,8 +367,7 @@ def main(argv: list[str]) -> int:
         return 0
     if args.child is not None:
         label, path, override = next(j for j in jobs if j[0] == args.child)
-        records = measure_stage(label, path, override, shapes, args.rounds, not args.no_edge)
-        print("CHILD_RESULT " + json.dumps(records), flush=True)
+        measure_stage(label, path, override, shapes, args.rounds, not args.no_edge)
         return 0
 
     header = device_header(argv)
@@ -373,20 +380,21 @@ def main(argv: list[str]) -> int:
                "--variants", args.variants] + (["--no-edge"] if args.no_edge else [])
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT)}
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-        got = None
+        got = []
         for line in proc.stdout:
-            if line.startswith("CHILD_RESULT "):
-                got = json.loads(line[len("CHILD_RESULT "):])
+            if line.startswith("CHILD_RECORD "):
+                got.append(json.loads(line[len("CHILD_RECORD "):]))
             else:
                 print(line, end="", flush=True)
         proc.wait()
-        if got is None:
-            got = [{"stage": label, "M": s[0], "N": s[1], "K": s[2], "dtype": None, "correct": None, "rel_error": None,
-                    "tflops": None, "vendor_tflops": None, "ratio_vs_vendor": None, "tensor_pipe_pct": None,
-                    "registers": None, "spills": None, "error": f"stage process exited with {proc.returncode}"}
-                   for s in shapes]
+        done = {(r["M"], r["N"], r["K"]) for r in got}
+        got += [{"stage": label, "M": s[0], "N": s[1], "K": s[2], "dtype": None, "correct": None,
+                 "rel_error": None, "tflops": None, "vendor_tflops": None, "ratio_vs_vendor": None,
+                 "tensor_pipe_pct": None, "registers": None, "spills": None,
+                 "error": f"stage process exited with {proc.returncode} before reporting"}
+                for s in shapes if s not in done]
         records.extend(got)
-        write_report(Path(args.out_dir), header, records)  # keep what we have if a later stage hangs the GPU
+        write_report(Path(args.out_dir), header, records, show=False)  # kept if a later stage hangs the GPU
 
     if args.ncu:
         for shape in [parse_shape(s) for s in args.ncu_shapes.split(",") if s.strip()]:

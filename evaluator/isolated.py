@@ -73,7 +73,10 @@ def runtime_stage(path: str, target: str, shape: list | None, knobs: dict | None
         return {"status": NoDeviceError.status, "verdict": err.message} if required else None
     from .runtime.evaluate import runtime_evaluate
 
-    return runtime_evaluate(path, target, tuple(shape) if shape else None, knobs, seed, profile)
+    try:
+        return runtime_evaluate(path, target, tuple(shape) if shape else None, knobs, seed, profile)
+    except NearpeakError as err:  # the candidate's contract or import failing on this side too
+        return {"status": err.status, "verdict": err.message}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -199,4 +202,6 @@ def evaluate_isolated(path: str | Path, target: str | None = None, shape=None, k
     if status:
         record.update(status=status, message=runtime.value.get("message") or runtime.value.get("verdict")
                       or f"runtime stage: {status}")
+    if status == "runtime_fault":  # caught in-process, but the context is gone: ask a fresh process
+        record["gpu_health"] = gpu_health()
     return record

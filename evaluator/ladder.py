@@ -48,7 +48,7 @@ def ladder_records(target: str, run: bool = False, jobs: int = 1, progress=None)
     rows = []
     for f, record in zip(files, results):
         stage = _constant(f, "STAGE") or f.stem.split("_")[0]
-        pub = published(target, stage)
+        pub = published(target, stage) or published(target, stage.split("-")[0])
         st = record.get("static") or {}
         rt = record.get("runtime") or {}
         rows.append({

@@ -14,11 +14,11 @@ Formats (OCP Microscaling spec v1.0; gfx950 MFMA f8f6f4 operand formats):
 
 The reference dequantizes every operand exactly to fp32 (all these formats, times a power-of-two scale, are
 exact in fp32 barring sub-2^-126 underflow) and multiplies in fp32, so its only error is fp32 accumulation.
+Tolerances per operand and output format live with the correctness check that applies them
+(`evaluator.runtime.correctness.ACCUMULATION_TOLERANCE` / `OUTPUT_ROUNDING_TOLERANCE`).
 """
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -136,11 +136,6 @@ def to_fp8(x: torch.Tensor, dtype_name: str) -> torch.Tensor:
     return x.float().clamp(-limit, limit).to(dtype)
 
 
-def fp8_to_float(x: torch.Tensor) -> torch.Tensor:
-    """fp32 values of an fp8 tensor (exact)."""
-    return x.to(torch.float32)
-
-
 # ---------------------------------------------------------------------------------------------
 # Reference GEMM
 
@@ -183,58 +178,3 @@ def reference_gemm(a: torch.Tensor, b: torch.Tensor, spec: Any,
     if a32.shape[1] != b32.shape[1]:
         raise ValueError(f"K mismatch: A is {list(a32.shape)}, B is {list(b32.shape)} (B must be N x K)")
     return a32 @ b32.T
-
-
-# ---------------------------------------------------------------------------------------------
-# Tolerances
-
-
-@dataclass(frozen=True)
-class Tolerance:
-    """Pass when |C - ref| <= atol * max|ref| + rtol * |ref| elementwise.
-
-    rtol covers rounding C to OUT_DTYPE (half an ulp: 2^-11 fp16, 2^-8 bf16, with a 2x margin);
-    atol, relative to the largest output, covers fp32 accumulation in a different order (grows ~sqrt(K),
-    a few units of 2^-24 per step) and cancellation near zero. Inputs are exact in every format, so the
-    input format does not widen the bound; it is listed per format so a format can be tightened alone.
-    """
-
-    rtol: float
-    atol: float
-
-
-_OUT_RTOL = {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7, "float32": 2.0 ** -20}
-
-
-def tolerance(dtype: str, out_dtype: str, k: int) -> Tolerance:
-    """Tolerance for a kernel with operand `dtype` writing `out_dtype`, reducing over `k`."""
-    if out_dtype not in _OUT_RTOL:
-        raise ValueError(f"no tolerance for OUT_DTYPE {out_dtype!r}")
-    accumulate = 8 * math.sqrt(k) * 2.0 ** -24
-    # An output rounded to OUT_DTYPE is off by up to rtol of its own size; near zero that is tiny, but the
-    # fp32 partial sums it came from were up to max|ref| in size, hence the absolute term.
-    atol = max(accumulate, _OUT_RTOL[out_dtype] / 64)
-    if dtype not in {*PLAIN_DTYPES, "float4_e2m1"}:
-        raise ValueError(f"no tolerance for DTYPE {dtype!r}")
-    return Tolerance(rtol=_OUT_RTOL[out_dtype], atol=atol)
-
-
-@dataclass(frozen=True)
-class Comparison:
-    ok: bool
-    max_abs_error: float
-    max_ref: float
-    worst_ratio: float  # max over elements of |C - ref| / allowed; <= 1 passes
-
-
-def compare(c: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> Comparison:
-    """Check a kernel output against the fp32 reference under `tol`; NaN anywhere fails."""
-    c32 = c.to(torch.float32)
-    err = (c32 - ref).abs()
-    max_ref = float(ref.abs().max()) if ref.numel() else 0.0
-    allowed = tol.atol * max_ref + tol.rtol * ref.abs()
-    ratio = err / allowed.clamp(min=torch.finfo(torch.float32).tiny)
-    finite = bool(torch.isfinite(c32).all()) and bool(torch.isfinite(ref).all())
-    worst = float(ratio.max()) if ratio.numel() else 0.0
-    return Comparison(ok=finite and worst <= 1.0, max_abs_error=float(err.max()) if err.numel() else 0.0,
-                      max_ref=max_ref, worst_ratio=worst)

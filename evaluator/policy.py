@@ -136,8 +136,8 @@ class _Checker(ast.NodeVisitor):
 
     def add(self, rule: str, node: ast.AST, message: str) -> None:
         line = getattr(node, "lineno", 0)
-        if any(v.rule == rule and v.line == line and v.message == message for v in self.violations):
-            return
+        if any(v.rule == rule and v.line == line for v in self.violations):
+            return  # one report per rule and line is enough to point at it
         source = self.lines[line - 1].strip() if 0 < line <= len(self.lines) else ""
         self.violations.append(Violation(rule, message, line, source))
 

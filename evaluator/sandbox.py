@@ -105,6 +105,10 @@ class _BoundedStream:
     def join(self, timeout: float) -> None:
         self._thread.join(timeout)
 
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
     def text(self) -> str:
         head = self.head.decode("utf-8", "replace")
         if not self.tail:
@@ -236,10 +240,10 @@ def run_isolated(func: str, kwargs: dict, *, timeout_s: float, memory_mb: int | 
     _kill_group(proc.pid)  # timeout, flood, or leftovers of a finished child: the whole group goes
     returncode = proc.wait()
     wall_s = time.monotonic() - started
-    for stream in streams:
-        stream.join(timeout=2.0)  # a grandchild that escaped the group may still hold the pipe open
-    for pipe in (proc.stdout, proc.stderr):
-        pipe.close()
+    for stream, pipe in zip(streams, (proc.stdout, proc.stderr)):
+        stream.join(timeout=2.0)
+        if not stream.alive:  # else a process that escaped the group holds the pipe: closing would block
+            pipe.close()
     stdout, stderr = (s.text() for s in streams)
     result = _read_result(result_path, token)
     verdict, value, message = classify(result, returncode=returncode, timed_out=not exited and not flooded,

@@ -84,11 +84,18 @@ def parse_instructions(text: str) -> list[tuple[str | None, Instruction]]:
 def _block_loops(text: str) -> dict[str, tuple[str, int]]:
     """Block label -> (innermost loop header, depth)."""
     loops: dict[str, tuple[str, int]] = {}
+    name: str | None = None
     for raw in text.splitlines():
         label = _LABEL.match(raw)
-        if not label:
+        if label:
+            name, comment = label.group(1).lstrip("."), label.group(2)
+        elif name is not None and raw.strip().startswith(";"):
+            comment = raw  # LLVM moves the loop comment to the next line when the label names the block
+        else:
+            name = None
             continue
-        name, comment = label.group(1).lstrip("."), label.group(2)
+        if name in loops:
+            continue
         if (m := _HEADER.search(comment)):
             loops[name] = (name.lstrip("L"), int(m.group(1)))
         elif (m := _IN_LOOP.search(comment)):

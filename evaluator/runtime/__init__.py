@@ -1,9 +1,30 @@
 """Runtime evaluation on a real GPU: correctness, timing against the vendor library, defenses, profilers.
 
-Entry points: `runtime_evaluate` (one candidate, the record's "runtime" section) and `compare` (candidate
-against incumbent, interleaved, with a confidence interval). Both need a GPU of the kernel's target and
-raise `evaluator.errors.NoDeviceError` without one; the checking and statistics modules below them also
-run on CPU tensors, which is how CI tests them.
+Entry points: `runtime_evaluate` (one candidate; returns the record's "runtime" section) and `compare`
+(candidate against incumbent, interleaved, with a confidence interval). Both need a GPU of the kernel's
+target and raise `evaluator.errors.NoDeviceError` without one. The modules below them (correctness,
+timing, defenses) also run on CPU tensors, which is how CI tests them. The same path serves CUDA (sm90)
+and ROCm (gfx950) PyTorch; the gfx950 side is unverified on hardware.
+
+The "runtime" section (every figure measured on the named device unless `provenance` says otherwise):
+
+- `status`: "ok" or a reason code: unwritten, non_finite, inputs_modified, wrong_result (correctness);
+  cached_result, untimed_work, impossible_speed, tampered (defenses); compile_error, launch_error,
+  runtime_fault (the launch raised). `correct` is `status == "ok"`.
+- `verdict`: "correct", or the sentence naming the first failing shape and the (row, col) of its largest
+  error; `summary`: the shapes checked and headline figures of a passing kernel.
+- `shapes`: per shape, `rel_error` (||out - ref|| / ||ref|| against a float64 reference), `tolerance`,
+  `max_abs_error`, `worst_index`, `reason`; the shapes are the benchmark shape, a small one and a held-out
+  one drawn from `seed`.
+- `tflops`, `median_ms`, `pct_of_peak` (of the datasheet `peak_tflops`), `vendor`, `vendor_tflops`,
+  `ratio_vs_vendor` (vendor time / candidate time: above 1 the candidate is faster), `spread` (median,
+  quartiles, min/max per side), `timing_method`, `input_sets`, `rotation_bytes`, `launch_bound`.
+- `defenses`: one entry per check (timed_outputs, timed_stream, stream_order, fresh_inputs,
+  speed_of_light, integrity) with `ok` and `detail`.
+- `device`, `device_info`, `driver`, `clocks_mhz` (before, after_timing), `torch_version`,
+  `triton_version`, `cuda_version` / `hip_version`, `seed`, `phase_seconds`, `health`.
+- With `profile=True`: `profile` (ncu on sm90, rocprofv3 on gfx950) and its headline `tensor_pipe_pct`
+  or `mfma_efficiency` (percent).
 """
 from __future__ import annotations
 

@@ -8,6 +8,8 @@ Each defense answers one way a candidate could look fast or correct without bein
 - `untimed_work_check`: device events time the evaluator's stream; the host clock around a fully
   synchronized region sees every stream. Work launched on a side stream shows up as wall time that the
   events and the host's own launch time do not explain;
+- `stream_order_check`: the same cheat caught for kernels too short for a wall clock: a launch that does
+  not wait for the evaluator's stream reads operands that are not written yet;
 - `speed_of_light`: a figure above the dtype's datasheet peak, scaled to the highest clock the GPU reports,
   is impossible and rejected;
 - `Integrity`: timers, synchronization and the vendor GEMM are the same objects after the candidate ran
@@ -120,6 +122,37 @@ def untimed_work_check(timer: Timer, call: Callable[[int], object], calls: int =
     return _check("timed_stream", ok, detail, reason=None if ok else "untimed_work", event_ms=event_ms,
                   host_launch_ms=host_s * 1e3, wall_ms=wall_ms,
                   median_event_ms=statistics.median(timer.elapsed_ms(t) for t in tokens))
+
+
+STREAM_ORDER_SLEEP_CYCLES = 40_000_000   # ~20 ms of GPU clock: far longer than any host launch
+
+
+def stream_order_check(launch: Callable[..., object], args: dict[str, torch.Tensor], spec, knobs: dict, shape,
+                       generator: torch.Generator, device) -> dict:
+    """The candidate's work must be ordered after earlier work on the evaluator's stream.
+
+    The evaluator's stream is kept busy (a GPU-side sleep), then refills the operands and poisons the
+    output, and only then does the candidate launch. A kernel on the evaluator's stream waits for all of
+    that and computes the new product; one launched on a side stream runs during the sleep on the old
+    operands, or is overwritten by the poison. Either way its output is wrong, whatever its size (a wall
+    clock cannot tell a 10 us side-stream kernel from launch overhead; this can).
+    """
+    if torch.device(device).type != "cuda" or not hasattr(torch.cuda, "_sleep"):
+        return _check("stream_order", True, "not applicable on this device")
+    fresh = {name: torch.empty_like(t) for name, t in args.items() if name != "c"}
+    fill_operands(fresh, spec, generator)
+    torch.cuda.synchronize(device)
+    torch.cuda._sleep(STREAM_ORDER_SLEEP_CYCLES)
+    for name, values in fresh.items():
+        args[name].copy_(values)
+    poison(args["c"])
+    launch(**args, **knobs)
+    torch.cuda.synchronize(device)
+    result = judge(args["c"], reference(args, spec), tolerance_for(spec.dtype, spec.out_dtype), shape)
+    if not result.ok:
+        return _check("stream_order", False, "work not ordered on the evaluator's stream (it ran before the "
+                      f"operands it was given were written): {result.describe()}", reason="untimed_work")
+    return _check("stream_order", True, "launch waited for earlier work on the evaluator's stream")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -144,6 +144,12 @@ def detect(index: int = 0, with_smi: bool = True) -> DeviceInfo | None:
                       l2_bytes=int(l2) if l2 else None, driver=driver, clocks_mhz=clocks)
 
 
+def detect_target(index: int = 0) -> str | None:
+    """The nearpeak target of GPU `index` ("sm90", "gfx950"), or None (no GPU, or one without a target)."""
+    info = detect(index, with_smi=False)
+    return info.target if info else None
+
+
 def require_device(target: str, index: int = 0) -> DeviceInfo:
     """The GPU for `target`, or NoDeviceError saying what is (not) here."""
     info = detect(index)

@@ -2,8 +2,11 @@
 
 `runtime_evaluate` is a pure function of its arguments that returns a JSON-ready dict (the record's
 "runtime" section), so `evaluator.sandbox` can run it in a fresh child process per candidate. What the
-candidate does wrong comes back in the dict (`status`, `verdict`); only "no GPU of this target here"
-(`NoDeviceError`) and malformed requests (`UsageError`, contract errors) raise.
+candidate does wrong comes back in the dict: `status` is a reason code ("ok", "unwritten", "wrong_result",
+"inputs_modified", "non_finite", "cached_result", "untimed_work", "impossible_speed", "tampered",
+"compile_error", "launch_error", "runtime_fault") and `verdict` is "correct" or the sentence naming the first
+failing shape and where its error is largest; `summary` adds the headline figures of a passing kernel. Only
+"no GPU of this target here" (`NoDeviceError`) and malformed requests (`UsageError`, contract errors) raise.
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from . import correctness as corr
 from . import defenses, timing
 from .device import DeviceInfo, health_check, read_driver_and_clocks, require_device, synchronize
 
+_clock = time.perf_counter  # bound before any candidate is imported
 TIMING_BUDGET_S = 1.0       # seconds of timed calls per side (candidate, vendor)
 UNTIMED_CHECK_CALLS = 50
 
@@ -108,7 +112,7 @@ def _timing_phase(module, spec, target, info: DeviceInfo, device, shape, knobs: 
             vendors[0][0]()
             synchronize(device)
             calls["vendor"] = lambda i: vendors[i % count][0]()
-        except RuntimeError as exc:  # e.g. torch._scaled_mm refusing a layout or dtype pair
+        except Exception as exc:  # noqa: BLE001 - e.g. torch._scaled_mm refusing a layout or dtype pair
             vendor_name, vendor_note = None, f"vendor call failed: {_first_line(exc)}"
     timer = timing.Timer(device)
     reps = timing.reps_for_budget(timer, candidate, budget_s)
@@ -143,7 +147,7 @@ def runtime_evaluate(path, target: str | None = None, shape=None, knobs: dict | 
     import torch
 
     integrity = defenses.Integrity.capture()  # before the candidate's module runs any code
-    started = time.perf_counter()
+    started = _clock()
     module, spec, tgt, shape = _resolve(path, target, shape)
     info = require_device(tgt.name)
     device = _device(info)
@@ -151,7 +155,7 @@ def runtime_evaluate(path, target: str | None = None, shape=None, knobs: dict | 
     knobs = {**spec.knobs, **(knobs or {})}
     record = _base_record(info, seed, shape, knobs)
     record["provenance"] = _provenance()
-    phases: dict[str, float] = {"load_s": time.perf_counter() - started}
+    phases: dict[str, float] = {"load_s": _clock() - started}
     record["phase_seconds"] = phases
 
     def sync():
@@ -160,54 +164,60 @@ def runtime_evaluate(path, target: str | None = None, shape=None, knobs: dict | 
     def finish(status: str, verdict: str) -> dict:
         record.update(status=status, verdict=verdict, correct=status == "ok")
         record["health"] = health_check(device)
-        phases["total_s"] = time.perf_counter() - started
+        phases["total_s"] = _clock() - started
         return record
 
     # Correctness (includes the JIT compile of the first launch).
-    t0 = time.perf_counter()
+    t0 = _clock()
     shapes = corr.correctness_shapes(spec, seed, shape)
     record["tolerance"] = corr.tolerance_for(spec.dtype, spec.out_dtype)
     try:
         report = corr.check_correctness(module.launch, spec, shapes, knobs, device, seed, sync)
     except Exception as exc:  # noqa: BLE001 - whatever the candidate's launch raised is its verdict
-        phases["correctness_s"] = time.perf_counter() - t0
+        phases["correctness_s"] = _clock() - t0
         return finish(_fault_status(exc), _first_line(exc))
-    phases["correctness_s"] = time.perf_counter() - t0
+    phases["correctness_s"] = _clock() - t0
     record.update(shapes=[c.to_dict() for c in report.checks], reference_dtype=report.reference_dtype)
     if not report.ok:
         return finish(report.first_failure.reason or "wrong_result", report.verdict)
 
     # Timing.
-    t0 = time.perf_counter()
+    t0 = _clock()
     try:
         timed, sets, snapshots, timer, candidate = _timing_phase(module, spec, tgt, info, device, shape, knobs,
                                                                  seed, timing_budget_s)
     except Exception as exc:  # noqa: BLE001
-        phases["timing_s"] = time.perf_counter() - t0
+        phases["timing_s"] = _clock() - t0
         return finish(_fault_status(exc), _first_line(exc))
-    phases["timing_s"] = time.perf_counter() - t0
+    phases["timing_s"] = _clock() - t0
     record.update(timed)
     record["clocks_mhz"]["after_timing"] = read_driver_and_clocks(info.backend, info.index)[1]
 
     # Defenses.
-    t0 = time.perf_counter()
+    t0 = _clock()
     max_clock = info.clocks_mhz.get("max_sm") or record["clocks_mhz"]["after_timing"].get("max_sm")
     try:
         checks = [
             defenses.recheck_timed_outputs(sets, snapshots, spec, shape),
             defenses.untimed_work_check(timer, candidate, UNTIMED_CHECK_CALLS),
+            defenses.stream_order_check(module.launch, sets[-1], spec, knobs, shape,
+                                        corr.generator_for(device, corr.shape_seed(seed, shape, 98)), device),
             defenses.cached_result_check(module.launch, sets[0], spec, knobs, shape,
                                          corr.generator_for(device, corr.shape_seed(seed, shape, 99)), sync),
             defenses.speed_of_light(record["tflops"], record["peak_tflops"], tgt.clock_ghz, max_clock),
         ]
     except Exception as exc:  # noqa: BLE001
-        phases["defenses_s"] = time.perf_counter() - t0
+        phases["defenses_s"] = _clock() - t0
         return finish(_fault_status(exc), _first_line(exc))
     del sets, snapshots
     torch.cuda.empty_cache()
     checks.append(integrity.check())
-    phases["defenses_s"] = time.perf_counter() - t0
+    phases["defenses_s"] = _clock() - t0
     record["defenses"] = checks
+    stream = next(c for c in checks if c["name"] == "timed_stream")
+    # Per-call events overstate a kernel shorter than its own host launch (the GPU waits for the launch
+    # inside the event pair); say so rather than report a launch-bound time as the kernel's.
+    record["launch_bound"] = stream["host_launch_ms"] / UNTIMED_CHECK_CALLS > 0.5 * stream["median_event_ms"]
     failed = next((c for c in checks if not c["ok"]), None)
     if failed is not None:
         return finish(failed.get("reason") or "rejected", failed["detail"])
@@ -215,12 +225,15 @@ def runtime_evaluate(path, target: str | None = None, shape=None, knobs: dict | 
     if profile:
         from ..profilers import profile_candidate
 
-        t0 = time.perf_counter()
-        record["profile"] = profile_candidate(str(path), module, spec, tgt, shape, knobs, seed)
-        phases["profile_s"] = time.perf_counter() - t0
-    verdict = (f"correct ({report.verdict}); {record['tflops']:.1f} TFLOP/s"
-               + (f", {record['ratio_vs_vendor']:.3f}x {record['vendor']}" if record["ratio_vs_vendor"] else ""))
-    return finish("ok", verdict)
+        t0 = _clock()
+        prof = profile_candidate(str(path), module, spec, tgt, shape, knobs, seed)
+        phases["profile_s"] = _clock() - t0
+        record.update(profile=prof, tensor_pipe_pct=prof.get("tensor_pipe_active_pct"),
+                      mfma_efficiency=prof.get("mfma_efficiency_pct"))
+    record["summary"] = (f"{report.verdict}; {record['tflops']:.1f} TFLOP/s"
+                         + (f", {record['ratio_vs_vendor']:.3f}x {record['vendor']}" if record["ratio_vs_vendor"]
+                            else ""))
+    return finish("ok", "correct")
 
 
 def compare(candidate_path, incumbent_path, target: str | None = None, shape=None, min_gain: float = 0.0,

@@ -83,6 +83,13 @@ def summarize(times_ms: list[float]) -> Summary:
 # Timers
 
 
+# Bound when the evaluator is imported, before any candidate module runs: a candidate that later replaces
+# these attributes does not reach the evaluator's timers.
+_PERF_COUNTER = time.perf_counter
+_CUDA_EVENT = torch.cuda.Event
+_CUDA_SYNCHRONIZE = torch.cuda.synchronize
+
+
 class Timer:
     """Times single calls: device events on the current stream for a GPU, the host clock for the CPU.
 
@@ -93,11 +100,9 @@ class Timer:
     def __init__(self, device):
         self.device = torch.device(device)
         self.is_gpu = self.device.type == "cuda"
-        # Bound now, so a candidate that later patches these module attributes does not reach the timer.
-        self._perf_counter = time.perf_counter
-        if self.is_gpu:
-            self._event = torch.cuda.Event
-            self._sync = torch.cuda.synchronize
+        self._perf_counter = _PERF_COUNTER
+        self._event = _CUDA_EVENT
+        self._sync = _CUDA_SYNCHRONIZE
 
     def synchronize(self) -> None:
         if self.is_gpu:
@@ -172,8 +177,9 @@ def vendor_call(spec, args: dict[str, torch.Tensor]) -> tuple[Callable[[], objec
         sb = args.get("b_scale", one).reshape(())
 
         def scaled():
-            return torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=sb, out_dtype=out_dtype)
-        return scaled, "torch._scaled_mm"
+            return torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=sb, out_dtype=out_dtype, use_fast_accum=True)
+        # Fast accumulation: the matrix unit's own fp8 accumulator, which is what a Gluon fp8 kernel gets too.
+        return scaled, "torch._scaled_mm (use_fast_accum=True)"
     if out_dtype == a.dtype:
         out = torch.empty_like(args["c"])
 

@@ -105,3 +105,13 @@ def read_outside(path: str):
 
 def report_environment():
     return {"cwd": os.getcwd(), "env": dict(os.environ)}
+
+
+def escape_group(pid_file: str):
+    """Starts a program in a new session (out of the sandbox's process group) that keeps stdout open.
+
+    The sandbox cannot kill it (docs/threat-model.md says so); it must at least not hang waiting for it.
+    """
+    proc = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    Path(pid_file).write_text(str(proc.pid))
+    return proc.pid

@@ -1,36 +1,45 @@
 """bf8 - e5m2 GEMM on the f8f6f4 MFMA, with the fp16 ladder's final structure.
 
 What: C[M, N] = A[M, K] @ B[N, K]^T with A and B in fp8 e5m2 ("bf8"), fp32 accumulation, bf16 output.
-Each program owns a 256x256 tile of C and walks K in steps of 128 with four waves (2x2).
+Each program owns a 256x256 tile of C and walks K in steps of 128 with eight waves (2x4).
 
-Why this shape of kernel: it carries the fp16 ladder's end state over to fp8 unchanged in spirit:
+Why this shape of kernel: it carries the fp16 ladder's end state over to fp8:
 - operands stream global -> LDS with `buffer_load_to_shared` (direct-to-LDS, no register round trip);
-- LDS tiles are padded (16 bytes after every 1 KiB, rows reordered so the 16 rows one MFMA read touches
-  land in 16 different bank groups), which keeps the `ds_read_b128` operand reads conflict-free;
+- LDS tiles are padded (128 bytes after every 1 KiB, see `lds_layout`) so that, by the layout's
+  arithmetic, the 16 lanes of one `ds_read_b128` operand read cover all 64 banks once (not measured);
 - two LDS buffers per operand piece and a software pipeline that keeps the next two K-steps in flight;
 - the 256x256 accumulator is sliced into four 128x128 quadrants (top/bottom of A x left/right of B), and
-  each quadrant's MFMAs overlap the LDS read of the operand the next quadrant needs. Only four operand
-  slices (a_top, a_bot, b_left, b_right, 32 VGPRs each) are ever live, so the 256 fp32 accumulators per
-  lane fit in the AGPRs with no spills;
-- the loop is unrolled by two so every LDS buffer index is a compile-time constant;
+  each quadrant's MFMAs overlap the LDS read of the operand the next quadrant needs, so only four operand
+  slices are ever live;
+- the loop is unrolled by two so every LDS buffer index is a compile-time constant (ds_read immediates);
+- operand loads advance a scalar base pointer, so the per-lane offsets are computed once (2 VGPRs);
 - program ids are remapped so each XCD works on a compact group of tiles (L2 locality).
 
-The MFMA: fp8 has no 16x16x32-with-scales variant; gfx950's 16x16x128 f8f6f4 MFMA reads 128 K-values per
-lane group and does twice the work per cycle of the fp16 16x16x32. `gl.amd.cdna4.mfma_scaled` with no
-scales lowers to the unscaled `v_mfma_f32_16x16x128_f8f6f4` (scale 1.0 = e8m0 127 folds away). The operand
-formats are encoded in the instruction's cbsz (A) and blgp (B) fields: 0 = fp8 e4m3, 1 = bf8 e5m2,
-2 = fp6 e2m3, 3 = bf6 e3m2, 4 = fp4 e2m1; the assembler prints them as `cbsz:1 blgp:1` for e5m2 x e5m2
-(zero, e4m3, is the default and omitted). Each one keeps the matrix unit busy 32 cycles (CDNA4 ISA guide),
-the same as a 32x32x16 fp16 MFMA for twice the FLOPs, so the per-CU fp8 peak is twice fp16's.
+Eight waves, not four: with four waves (2x2) each lane holds 256 fp32 accumulators, exactly the AGPR file.
+Under Triton 3.6.0's LLVM that leaves no free accumulator registers. Compiled with num_warps=4 this file
+needs 256 VGPRs + 256 AGPRs, spills 35 VGPRs, and its hot loop (two K-steps) carries 14 scratch accesses
+and 284 `v_accvgpr_read/write/mov` copies shuttling accumulators through a[0:3] and VGPRs. Eight waves
+(2x4, two per SIMD) halve the accumulators to 128 per lane; everything fits one 256-register budget (no
+AGPRs, no copies, no spills), and the two waves of a SIMD overlap each other's LDS reads and waits with
+MFMAs. (`num_warps` stays a knob.)
 
-What to look for in the ISA (`k.asm["amdgcn"]`): in the main loop ("; %bb... Loop Header"), 128
-`v_mfma_f32_16x16x128_f8f6f4 ... cbsz:1 blgp:1` per trip (64 per K-step of 128: 4 quadrants x 4x4 tiles
-of 16x16 per wave), `buffer_load_dwordx4 ... lds` for the async copies, `ds_read_b128` for operands,
-`s_waitcnt vmcnt(...)` from the commit-group waits, and no `scratch_`/`buffer_store ... offen` spills.
+The MFMA: Gluon's plain `mfma` has no fp8 16x16x128 instruction on gfx950 ("no matching matrix core
+intrinsic"); the f8f6f4 family is reached through `gl.amd.cdna4.mfma_scaled` with no scales, which emits
+`v_mfma_scale_f32_16x16x128_f8f6f4` with both scale operands set to e8m0 127 (= 1.0). The operand formats
+are the cbsz (A) and blgp (B) fields: 0 = fp8 e4m3, 1 = bf8 e5m2, 2 = fp6 e2m3, 3 = bf6 e3m2, 4 = fp4 e2m1;
+the assembler prints `cbsz:1 blgp:1` for e5m2 x e5m2. One fp8 16x16x128 keeps the matrix unit busy
+32 cycles (CDNA4 ISA guide): twice the FLOPs per cycle of the fp16 16x16x32 (a quarter of the work in
+half the cycles).
 
-Observed at compile time (triton 3.6.0, gfx950, 4096x4096x16384, CPU compile; see tests/test_lowp.py):
-see the module-level note in the report (VGPR/AGPR/LDS figures are read from `.amdgcn` metadata by the
-tests; the published seed figure for this kernel is 3232-3257 TFLOP/s on an MI355X, not measured here).
+What to look for in the ISA (`k.asm["amdgcn"]`, the loop marked "Inner Loop Header"): per trip (two
+K-steps) 64 `v_mfma_scale_f32_16x16x128_f8f6f4 ... cbsz:1 blgp:1` (32 per wave per K-step: 4 quadrants x
+4x2 tiles of 16x16), 48 `ds_read_b128`, 16 `buffer_load_dwordx4 ... lds`, 8 `s_waitcnt vmcnt(10)` (five
+commit groups of two loads in flight) each followed by an `s_barrier`, and no `scratch_` instruction.
+
+Observed at compile time (triton 3.6.0, gfx950, 4096x4096x16384, CPU compile, default knobs): 8 waves,
+254 VGPRs, 0 AGPRs, 0 spills, 0 scratch, 146,944 bytes of LDS (4 pieces x 2 buffers x 16 KiB + padding),
+occupancy 2 waves/SIMD; per wave per K-step 32 MFMAs x 32 cycles = 1,024 matrix cycles. Not run on a GPU:
+the seed publishes 3232-3257 TFLOP/s (99.5-99.7% MFMA efficiency) for its BF8 kernel on an MI355X.
 """
 import torch
 import triton

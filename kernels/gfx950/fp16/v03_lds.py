@@ -1,32 +1,38 @@
-"""v00 naive: explicit layouts, masked loads, one MFMA per K step.
+"""v03 LDS: a padded, conflict-free layout for the MFMA operand reads.
 
-The starting point of the gfx950 FP16 ladder. Every later stage changes one thing of this file.
+What this stage adds (diff against v02)
+---------------------------------------
+The 16 lanes that feed one MFMA operand read 16 consecutive rows at the same K. In the row-major tile of
+v02 those rows are 128 bytes apart, so their ds_read_b128 accesses fall on the same banks (the seed
+measured 4-way conflicts: 64 cycles per ds_read_b128 instead of 16). This stage uses a
+`PaddedSharedLayout` with 16 fp16 (32 bytes) of padding after every 512 elements, the seed's [[512, 16]].
 
-What this stage shows
----------------------
-Gluon makes every layout explicit. Each program computes a BLOCK_M x BLOCK_N tile of C = A @ B^T:
+Padding only helps if consecutive rows land in different padded blocks, while each direct-to-LDS
+instruction must still write one contiguous 1 KiB. So a tile is viewed as [rows // 16, 16, BLOCK_K]
+(row = 16 * outer + inner): the lanes of a copy instruction take the outer index (rows 16 apart), the
+waves and registers take the inner one, and the LDS order is K, lane rows, inner rows. Every 1 KiB block
+holds one instruction's write, and rows r and r+1 sit in neighbouring blocks, 32 bytes apart on the banks;
+a reshape of the LDS view gives back the [rows, BLOCK_K] tile for the MFMA reads.
 
-* A (M x K, K contiguous) and B (N x K, K contiguous) are read with plain pointer loads in a
-  `BlockedLayout` chosen for coalescing: eight fp16 (16 bytes) per lane along K, eight lanes across a
-  64-wide K slice, so a wave reads eight full 128-byte row segments per instruction. B is viewed as a
-  BLOCK_K x BLOCK_N tile whose dimension 0 (K) is the contiguous one.
-* `gl.convert_layout` turns the loaded tiles into the MFMA operand layouts (`DotOperandLayout`,
-  k_width=8: each lane holds eight consecutive K values, the operand of one `v_mfma_f32_16x16x32_f16`).
-  The compiler implements that conversion through LDS: ds_write of the tile, a barrier, ds_read.
-* The accumulator lives in an `AMDMFMALayout` (version 4 = gfx950, instr_shape 16x16x32, 2x2 waves).
-  With 256x256 per 4 waves it is 256 fp32 values per lane: the whole AGPR file.
-* Every load is masked against M, N and K, so any shape works; the masks become per-lane compares and
-  the address arithmetic is 64-bit, which is what v01 removes.
+Stock 3.6.0 accepts only a BlockedLayout or SliceLayout for the offsets of `buffer_load_to_shared`, so the
+seed's 2-D linear load layout (lanes on rows 16 apart) is not available; the 3-D blocked view above
+expresses the same assignment of rows to lanes with a plain BlockedLayout.
 
-What to look for in the ISA
----------------------------
-`global_load_dwordx4` for operands, `ds_write_b128` + `s_barrier` + `ds_read_b128` for the layout
-conversion, `v_mfma_f32_16x16x32_f16`, many `s_cbranch_*` from masked-out-lane handling, and 64-bit
-pointer adds (`v_lshl_add_u64`) per load.
+Swizzled alternative. `SwizzledSharedLayout(vec=8, per_phase=1, max_phase=8)` on the v02 tile also
+breaks the conflicts (the XOR pattern stays within one wave's 8-row write, as direct copies require).
+Compiled here: 220 arch VGPRs (.vgpr_count 476), 4 ds_read base-address VGPRs in the hot loop; the
+padded layout: 218 (476), also 4 base VGPRs; the unswizzled v02: 216 (472), 2 base VGPRs.
+(`max_phase=4` costs more: 238 / 496.) The seed saw the padded layout need a single base VGPR; stock
+3.6.0 materialises a few more here. Bank conflicts themselves cannot be measured without the GPU.
 
-Observed (stock Triton 3.6.0, compile-only for gfx950, 4096x4096x8192, default knobs)
----------------------------------------------------------------------------------
-OBSERVED_V03
+What to look for in the ISA / IR
+--------------------------------
+`#ttg.padded_shared<[512:+16] ...>` in the TTGIR and 1,984 bytes more LDS than v02 (31 paddings of
+32 bytes per 32 KiB tile); the hot loop itself looks like v02's (16 direct copies, 32 ds_read_b128).
+
+Observed (stock Triton 3.6.0, compiled for gfx950 on the CPU, 4096x4096x8192, default knobs)
+---------------------------------------------------------------------------------------
+218 arch VGPRs + 256 AGPRs (.vgpr_count 476), 0 spills, 67,520 bytes LDS.
 """
 import torch
 import triton

@@ -1,32 +1,27 @@
-"""v00 naive: explicit layouts, masked loads, one MFMA per K step.
+"""v04 global prefetch: a 2-stage software pipeline over two LDS buffers.
 
-The starting point of the gfx950 FP16 ladder. Every later stage changes one thing of this file.
+What this stage adds (diff against v03)
+---------------------------------------
+Up to v03 each K step waited for its own copies (`wait_group(0)`) before any MFMA could start. Now each
+operand has two LDS buffers. The copies of step i+1 are issued into the other buffer *before* step i is
+read and multiplied, and `wait_group(1)` lets that newest group stay in flight: global latency hides
+behind a whole K step of MFMAs. A prologue issues step 0; after the loop, `wait_group(0)` makes the last
+step land before its reads (the seed's pitfall: a missing wait before the last LDS reads races).
 
-What this stage shows
----------------------
-Gluon makes every layout explicit. Each program computes a BLOCK_M x BLOCK_N tile of C = A @ B^T:
+Reads now use `async_copy.load_shared_relaxed`: it tells the compiler that an explicit wait_group already
+ordered the read after the copies that fill its buffer. With a plain `.load`, LLVM inserts
+`s_waitcnt vmcnt(0)` before the ds_reads, i.e. it waits for the prefetch of the *next* step too, and the
+pipeline is gone (seen in this file's first compile).
 
-* A (M x K, K contiguous) and B (N x K, K contiguous) are read with plain pointer loads in a
-  `BlockedLayout` chosen for coalescing: eight fp16 (16 bytes) per lane along K, eight lanes across a
-  64-wide K slice, so a wave reads eight full 128-byte row segments per instruction. B is viewed as a
-  BLOCK_K x BLOCK_N tile whose dimension 0 (K) is the contiguous one.
-* `gl.convert_layout` turns the loaded tiles into the MFMA operand layouts (`DotOperandLayout`,
-  k_width=8: each lane holds eight consecutive K values, the operand of one `v_mfma_f32_16x16x32_f16`).
-  The compiler implements that conversion through LDS: ds_write of the tile, a barrier, ds_read.
-* The accumulator lives in an `AMDMFMALayout` (version 4 = gfx950, instr_shape 16x16x32, 2x2 waves).
-  With 256x256 per 4 waves it is 256 fp32 values per lane: the whole AGPR file.
-* Every load is masked against M, N and K, so any shape works; the masks become per-lane compares and
-  the address arithmetic is 64-bit, which is what v01 removes.
+What to look for in the ISA / IR
+--------------------------------
+Two-deep allocations (`!ttg.memdesc<2x...>`), `s_waitcnt vmcnt(16)` (one step's 16 copies may stay
+outstanding) + `s_barrier` before the ds_reads, and an s_barrier at the top of the loop that keeps the
+next copy from overwriting a buffer that other waves are still reading.
 
-What to look for in the ISA
----------------------------
-`global_load_dwordx4` for operands, `ds_write_b128` + `s_barrier` + `ds_read_b128` for the layout
-conversion, `v_mfma_f32_16x16x32_f16`, many `s_cbranch_*` from masked-out-lane handling, and 64-bit
-pointer adds (`v_lshl_add_u64`) per load.
-
-Observed (stock Triton 3.6.0, compile-only for gfx950, 4096x4096x8192, default knobs)
----------------------------------------------------------------------------------
-OBSERVED_V04
+Observed (stock Triton 3.6.0, compiled for gfx950 on the CPU, 4096x4096x8192, default knobs)
+---------------------------------------------------------------------------------------
+254 arch VGPRs + 256 AGPRs (.vgpr_count 512, the whole file), 0 spills, 135,104 bytes LDS.
 """
 import torch
 import triton

@@ -1,32 +1,30 @@
-"""v00 naive: explicit layouts, masked loads, one MFMA per K step.
+"""v05 local prefetch: three steps in flight (MFMA on k, LDS reads of k+1, global copies of k+2).
 
-The starting point of the gfx950 FP16 ladder. Every later stage changes one thing of this file.
+What this stage adds (diff against v04)
+---------------------------------------
+In v04 the MFMAs of a step still waited for that step's ds_reads. Now the operands of step i+1 are read
+from LDS while step i's MFMAs run (register double buffering: `a, b` and `a_next, b_next`), and the copies
+of step i+2 go into the buffer step i came from. Order in the loop: wait until step i+1 has landed; the
+barrier the compiler puts after that wait (other waves' copies must be visible) also proves that every
+wave has finished reading step i's buffer, so the copy of step i+2 may overwrite it only now. Issuing the
+copy before that wait races with slower waves: stock 3.6.0 inserts no barrier for that cross-iteration
+write-after-read (seen in this file's first compile, a version of the seed's "too few barriers" pitfall).
 
-What this stage shows
----------------------
-Gluon makes every layout explicit. Each program computes a BLOCK_M x BLOCK_N tile of C = A @ B^T:
-
-* A (M x K, K contiguous) and B (N x K, K contiguous) are read with plain pointer loads in a
-  `BlockedLayout` chosen for coalescing: eight fp16 (16 bytes) per lane along K, eight lanes across a
-  64-wide K slice, so a wave reads eight full 128-byte row segments per instruction. B is viewed as a
-  BLOCK_K x BLOCK_N tile whose dimension 0 (K) is the contiguous one.
-* `gl.convert_layout` turns the loaded tiles into the MFMA operand layouts (`DotOperandLayout`,
-  k_width=8: each lane holds eight consecutive K values, the operand of one `v_mfma_f32_16x16x32_f16`).
-  The compiler implements that conversion through LDS: ds_write of the tile, a barrier, ds_read.
-* The accumulator lives in an `AMDMFMALayout` (version 4 = gfx950, instr_shape 16x16x32, 2x2 waves).
-  With 256x256 per 4 waves it is 256 fp32 values per lane: the whole AGPR file.
-* Every load is masked against M, N and K, so any shape works; the masks become per-lane compares and
-  the address arithmetic is 64-bit, which is what v01 removes.
+Register cost. Two full operand sets (2 x 128 VGPRs at 4 waves) plus the 256-register accumulator do not
+fit the 512-register budget: the seed's authors kept this stage spill-free only with their out-of-tree
+scheduling plugin; with stock 3.6.0 their own stage spills. v07 and v08 restructure the loop so that fewer
+operand registers are live at once.
 
 What to look for in the ISA
 ---------------------------
-`global_load_dwordx4` for operands, `ds_write_b128` + `s_barrier` + `ds_read_b128` for the layout
-conversion, `v_mfma_f32_16x16x32_f16`, many `s_cbranch_*` from masked-out-lane handling, and 64-bit
-pointer adds (`v_lshl_add_u64`) per load.
+Per loop iteration: 16 direct-to-LDS copies, 32 ds_read_b128 of the next step, 128 MFMAs of this one,
+and where the spills went (`scratch_store/scratch_load`, "Folded Spill").
 
-Observed (stock Triton 3.6.0, compile-only for gfx950, 4096x4096x8192, default knobs)
----------------------------------------------------------------------------------
-OBSERVED_V05
+Observed (stock Triton 3.6.0, compiled for gfx950 on the CPU, 4096x4096x8192, default knobs)
+---------------------------------------------------------------------------------------
+256 arch VGPRs + 256 AGPRs (.vgpr_count 512), .vgpr_spill_count 206, ScratchSize 796 bytes, 135,104
+bytes LDS. The spill code (116 scratch instructions) sits in the prologue and the drain; the hot loop
+itself has no scratch access here, but 40 v_accvgpr moves.
 """
 import torch
 import triton
@@ -105,13 +103,13 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bn, stride_cm,
     a, b = _read_tiles(smem_a.index(0), smem_b.index(0), BLOCK_M, BLOCK_N, BLOCK_K, MFMA)
     for i in range(num_k - 2):
         # Three steps in flight: global->LDS for i+2, LDS->registers for i+1, MFMA on i.
-        slot = i % 2  # step i's buffer: already in registers, so step i+2 may overwrite it
-        # ...once every wave has finished reading it (in the previous iteration). Stock 3.6.0 inserts no
-        # barrier for this write-after-read across iterations, so the kernel says it explicitly.
-        gl.thread_barrier()
+        slot = i % 2  # step i's buffer: its data is in registers already
+        # Step i+1 landed. The compiler follows the wait with an s_barrier (other waves' copies must be
+        # visible too); that barrier also guarantees every wave has finished reading step i's buffer, so
+        # the copy of step i+2 may overwrite it. Copying before this wait would race with slower waves.
+        gl.amd.cdna4.async_copy.wait_group(0)
         _copy_tiles(smem_a.index(slot), smem_b.index(slot), a_ptr + (i + 2) * BLOCK_K, b_ptr + (i + 2) * BLOCK_K,
                     a_offs, b_offs)
-        gl.amd.cdna4.async_copy.wait_group(1)  # step i+1 landed
         a_next, b_next = _read_tiles(smem_a.index(1 - slot), smem_b.index(1 - slot), BLOCK_M, BLOCK_N, BLOCK_K, MFMA)
         acc = gl.amd.cdna4.mfma(a, b, acc)
         a, b = a_next, b_next
@@ -173,6 +171,7 @@ def launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, BLOCK_M: int = 256
     m, k = a.shape
     n = b.shape[0]
     assert m % BLOCK_M == 0 and n % BLOCK_N == 0 and k % BLOCK_K == 0, "v02+ handle whole tiles only"
+    assert k >= 2 * BLOCK_K, "the 3-stage pipeline needs at least two K steps"
     assert a.stride(1) == 1 and b.stride(1) == 1 and c.stride(1) == 1, "K-contiguous A and B, row-major C"
     load_a, load_b, smem_a, smem_b, mfma = _layouts(BLOCK_M, BLOCK_N, BLOCK_K, num_warps)
     grid = (triton.cdiv(m, BLOCK_M) * triton.cdiv(n, BLOCK_N),)

@@ -1,32 +1,41 @@
-"""v00 naive: explicit layouts, masked loads, one MFMA per K step.
+# ruff: noqa: N999  (stage file names follow the seed ladder: sliceN, sliceMN)
+"""v08 slice M and N: four 128 x 128 accumulator quadrants, reads and copies spread over the loop.
 
-The starting point of the gfx950 FP16 ladder. Every later stage changes one thing of this file.
+What this stage adds (diff against v07)
+---------------------------------------
+A is split into top and bottom halves as well: four operand pieces (at, ab, bl, br), four LDS
+allocations with two buffers each, four accumulators (tl, bl, tr, br). Each K step runs in four regions,
+one quadrant's MFMAs each, and each region reads one piece from LDS just before its first use and starts
+one piece's copy for the step two ahead:
 
-What this stage shows
----------------------
-Gluon makes every layout explicit. Each program computes a BLOCK_M x BLOCK_N tile of C = A @ B^T:
+    region 0: tl += at*bl   read ab (this step)   copy at (step+2)
+    region 1: bl += ab*bl   read br (this step)   copy bl (step+2)
+    region 2: tr += at*br   read bl (next step)   copy ab (step+2)
+    region 3: br += ab*br   read at (next step)   copy br (step+2)
 
-* A (M x K, K contiguous) and B (N x K, K contiguous) are read with plain pointer loads in a
-  `BlockedLayout` chosen for coalescing: eight fp16 (16 bytes) per lane along K, eight lanes across a
-  64-wide K slice, so a wave reads eight full 128-byte row segments per instruction. B is viewed as a
-  BLOCK_K x BLOCK_N tile whose dimension 0 (K) is the contiguous one.
-* `gl.convert_layout` turns the loaded tiles into the MFMA operand layouts (`DotOperandLayout`,
-  k_width=8: each lane holds eight consecutive K values, the operand of one `v_mfma_f32_16x16x32_f16`).
-  The compiler implements that conversion through LDS: ds_write of the tile, a barrier, ds_read.
-* The accumulator lives in an `AMDMFMALayout` (version 4 = gfx950, instr_shape 16x16x32, 2x2 waves).
-  With 256x256 per 4 waves it is 256 fp32 values per lane: the whole AGPR file.
-* Every load is masked against M, N and K, so any shape works; the masks become per-lane compares and
-  the address arithmetic is 64-bit, which is what v01 removes.
+A piece is dropped after its last use, so at most four pieces (4 x 32 VGPRs at 4 waves) are live next to
+the 256 accumulator registers, and the 16 copies of a step are spread over the body instead of
+bunching at its top. Every piece is its own commit group; two waits per step (`wait_group(4)`: the four
+groups of the next step stay in flight) and the s_barrier the compiler places after each wait order the
+reads after every wave's copies, and each copy after the last read of the buffer it overwrites (top-A
+and left-B buffers were last read in the previous step, bottom-A and right-B in regions 0 and 1).
+
+Register budget with stock 3.6.0. At the seed's 4 waves the hot loop is spill-free: the remaining
+spills sit in the drain after the loop. num_warps=8 (waves 2 x 4, 128 accumulator registers per lane)
+compiles with no spills at all: 240 VGPRs, no AGPRs, but it runs two waves per SIMD and halves each
+wave's MFMA work per step; which one is faster needs the GPU, so the default stays at the seed's 4.
 
 What to look for in the ISA
 ---------------------------
-`global_load_dwordx4` for operands, `ds_write_b128` + `s_barrier` + `ds_read_b128` for the layout
-conversion, `v_mfma_f32_16x16x32_f16`, many `s_cbranch_*` from masked-out-lane handling, and 64-bit
-pointer adds (`v_lshl_add_u64`) per load.
+Four LDS allocations, two `s_waitcnt vmcnt(16)` + `s_barrier` per step, copies interleaved with the
+MFMAs, and no scratch access between the loop header and its back edge.
 
-Observed (stock Triton 3.6.0, compile-only for gfx950, 4096x4096x8192, default knobs)
----------------------------------------------------------------------------------
-OBSERVED_V08
+Observed (stock Triton 3.6.0, compiled for gfx950 on the CPU, 4096x4096x8192, default knobs)
+---------------------------------------------------------------------------------------
+num_warps=4: 256 arch VGPRs + 256 AGPRs (.vgpr_count 512), .vgpr_spill_count 12, ScratchSize 52 bytes,
+135,040 bytes LDS; 0 scratch instructions in the hot loop (6 in the drain); ~600 v_accvgpr moves remain
+in the loop (accumulator shuffling the seed's register-class plugin removes).
+num_warps=8: .vgpr_count 240, 0 AGPRs, 0 spills, ScratchSize 0.
 """
 import torch
 import triton
@@ -42,7 +51,7 @@ OUT_DTYPE = "float16"
 SHAPES = [(4096, 4096, 8192), (2048, 2048, 2048), (512, 768, 1024)]
 SHAPE_MULTIPLE = (256, 256, 128)  # whole tiles, and an even number of K steps (x2 unrolled loop)
 KNOBS = {"BLOCK_M": 256, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 4}
-KNOB_CHOICES = {"BLOCK_M": [128, 256], "BLOCK_N": [128, 256], "BLOCK_K": [64], "num_warps": [4, 8]}
+KNOB_CHOICES = {"BLOCK_M": [256], "BLOCK_N": [256], "BLOCK_K": [64], "num_warps": [4, 8]}
 
 
 @gluon.jit
@@ -56,9 +65,10 @@ def _tile_offsets(row0, stride, ROWS: gl.constexpr, BLOCK_K: gl.constexpr, LAYOU
 
 
 @gluon.jit
-def _copy(smem, ptr, offs):
-    """Start the direct-to-LDS copy of one operand piece (joins the open commit group)."""
+def _copy_piece(smem, ptr, offs):
+    """Start the direct-to-LDS copy of one operand piece as its own commit group."""
     gl.amd.cdna4.async_copy.buffer_load_to_shared(smem, ptr, offs)
+    gl.amd.cdna4.async_copy.commit_group()
 
 
 @gluon.jit
@@ -73,6 +83,42 @@ def _read_b(smem, COLS: gl.constexpr, BLOCK_K: gl.constexpr, MFMA: gl.constexpr)
     """Read a B piece, stored [COLS, BLOCK_K], as the second MFMA operand [BLOCK_K, COLS]."""
     return gl.amd.cdna4.async_copy.load_shared_relaxed(
         smem.reshape([COLS, BLOCK_K]).permute([1, 0]), gl.DotOperandLayout(operand_index=1, parent=MFMA, k_width=8))
+
+
+@gluon.jit
+def _step(at_s, ab_s, bl_s, br_s, at_next, bl_next, at_ptr, ab_ptr, bl_ptr, br_ptr, a_offs, b_offs,
+          at, bl, acc_tl, acc_bl, acc_tr, acc_br, COPY: gl.constexpr, MID_WAIT: gl.constexpr,
+          HALF_M: gl.constexpr, HALF_N: gl.constexpr, BLOCK_K: gl.constexpr, MFMA: gl.constexpr):
+    """One K step in four regions; each region runs one quadrant's MFMAs next to one LDS read and one copy.
+
+    On entry `at`, `bl` hold this step's top-A and left-B pieces (buffers *_s); on exit they hold the next
+    step's (read from at_next, bl_next). A piece is read just before its first use and dropped after its
+    last, so at most four pieces (4 x 32 VGPRs at 4 waves) are live next to the 256 accumulator registers.
+    With COPY, the pieces of the step two ahead stream into this step's buffers: top A and left B (last
+    read during the previous step) after the first wait, bottom A and right B (read in regions 0 and 1)
+    after the second. The compiler follows each wait_group with an s_barrier (every wave's copies must be
+    visible before the reads); that same barrier proves all waves are done with the buffers overwritten
+    next, which is why every copy sits after a wait and after the last read of its buffer.
+    """
+    gl.amd.cdna4.async_copy.wait_group(4)  # this step's ab, br landed (the next step's groups stay in flight)
+    acc_tl = gl.amd.cdna4.mfma(at, bl, acc_tl)
+    ab = _read_a(ab_s, HALF_M, BLOCK_K, MFMA)
+    if COPY:
+        _copy_piece(at_s, at_ptr, a_offs)
+    acc_bl = gl.amd.cdna4.mfma(ab, bl, acc_bl)
+    br = _read_b(br_s, HALF_N, BLOCK_K, MFMA)
+    if COPY:
+        _copy_piece(bl_s, bl_ptr, b_offs)
+    gl.amd.cdna4.async_copy.wait_group(MID_WAIT)  # the next step's at, bl landed
+    acc_tr = gl.amd.cdna4.mfma(at, br, acc_tr)
+    bl = _read_b(bl_next, HALF_N, BLOCK_K, MFMA)
+    if COPY:
+        _copy_piece(ab_s, ab_ptr, a_offs)
+    acc_br = gl.amd.cdna4.mfma(ab, br, acc_br)
+    at = _read_a(at_next, HALF_M, BLOCK_K, MFMA)
+    if COPY:
+        _copy_piece(br_s, br_ptr, b_offs)
+    return acc_tl, acc_bl, acc_tr, acc_br, at, bl
 
 
 @gluon.jit
@@ -105,70 +151,38 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bn, stride_cm,
     acc_tr = gl.zeros((HALF_M, HALF_N), gl.float32, MFMA)
     acc_br = gl.zeros((HALF_M, HALF_N), gl.float32, MFMA)
     num_k = K // BLOCK_K
-    # Prologue: steps 0 and 1 in flight (one commit group each); step 0 read into register set 0.
+    # Prologue: steps 0 and 1 in flight, one commit group per piece (at, bl, ab, br); step 0's at, bl read.
     for s in gl.static_range(2):
-        _copy(smem_at.index(s), a_ptr + s * BLOCK_K, a_offs)
-        _copy(smem_ab.index(s), ab_ptr + s * BLOCK_K, a_offs)
-        _copy(smem_bl.index(s), b_ptr + s * BLOCK_K, b_offs)
-        _copy(smem_br.index(s), br_ptr + s * BLOCK_K, b_offs)
-        gl.amd.cdna4.async_copy.commit_group()
-    gl.amd.cdna4.async_copy.wait_group(1)
-    at0 = _read_a(smem_at.index(0), HALF_M, BLOCK_K, MFMA)
-    ab0 = _read_a(smem_ab.index(0), HALF_M, BLOCK_K, MFMA)
-    bl0 = _read_b(smem_bl.index(0), HALF_N, BLOCK_K, MFMA)
-    br0 = _read_b(smem_br.index(0), HALF_N, BLOCK_K, MFMA)
+        _copy_piece(smem_at.index(s), a_ptr + s * BLOCK_K, a_offs)
+        _copy_piece(smem_bl.index(s), b_ptr + s * BLOCK_K, b_offs)
+        _copy_piece(smem_ab.index(s), ab_ptr + s * BLOCK_K, a_offs)
+        _copy_piece(smem_br.index(s), br_ptr + s * BLOCK_K, b_offs)
+    gl.amd.cdna4.async_copy.wait_group(6)
+    at = _read_a(smem_at.index(0), HALF_M, BLOCK_K, MFMA)
+    bl = _read_b(smem_bl.index(0), HALF_N, BLOCK_K, MFMA)
     for i in range(0, num_k - 2, 2):
-        # Even step i: MFMA on set 0, set 1 <- buffer 1 (step i+1), buffer 0 <- global (step i+2).
-        # Four regions, one quadrant each; each region also reads one piece of the next step and starts
-        # one piece's copy, so LDS reads and the 16 buffer loads spread over the MFMAs.
-        gl.amd.cdna4.async_copy.wait_group(0)  # step i+1 landed (this wave's copies)...
-        gl.thread_barrier()  # ...and every wave's; and every wave is done reading buffer 0
         k2 = (i + 2) * BLOCK_K
-        acc_tl = gl.amd.cdna4.mfma(at0, bl0, acc_tl)
-        at1 = _read_a(smem_at.index(1), HALF_M, BLOCK_K, MFMA)
-        _copy(smem_at.index(0), a_ptr + k2, a_offs)
-        acc_bl = gl.amd.cdna4.mfma(ab0, bl0, acc_bl)
-        bl1 = _read_b(smem_bl.index(1), HALF_N, BLOCK_K, MFMA)
-        _copy(smem_bl.index(0), b_ptr + k2, b_offs)
-        acc_tr = gl.amd.cdna4.mfma(at0, br0, acc_tr)
-        ab1 = _read_a(smem_ab.index(1), HALF_M, BLOCK_K, MFMA)
-        _copy(smem_ab.index(0), ab_ptr + k2, a_offs)
-        acc_br = gl.amd.cdna4.mfma(ab0, br0, acc_br)
-        br1 = _read_b(smem_br.index(1), HALF_N, BLOCK_K, MFMA)
-        _copy(smem_br.index(0), br_ptr + k2, b_offs)
-        gl.amd.cdna4.async_copy.commit_group()
-        # Odd step i+1: the same with the roles of the buffers and register sets swapped.
-        gl.amd.cdna4.async_copy.wait_group(0)
-        gl.thread_barrier()
         k3 = (i + 3) * BLOCK_K
-        acc_tl = gl.amd.cdna4.mfma(at1, bl1, acc_tl)
-        at0 = _read_a(smem_at.index(0), HALF_M, BLOCK_K, MFMA)
-        _copy(smem_at.index(1), a_ptr + k3, a_offs)
-        acc_bl = gl.amd.cdna4.mfma(ab1, bl1, acc_bl)
-        bl0 = _read_b(smem_bl.index(0), HALF_N, BLOCK_K, MFMA)
-        _copy(smem_bl.index(1), b_ptr + k3, b_offs)
-        acc_tr = gl.amd.cdna4.mfma(at1, br1, acc_tr)
-        ab0 = _read_a(smem_ab.index(0), HALF_M, BLOCK_K, MFMA)
-        _copy(smem_ab.index(1), ab_ptr + k3, a_offs)
-        acc_br = gl.amd.cdna4.mfma(ab1, br1, acc_br)
-        br0 = _read_b(smem_br.index(0), HALF_N, BLOCK_K, MFMA)
-        _copy(smem_br.index(1), br_ptr + k3, b_offs)
-        gl.amd.cdna4.async_copy.commit_group()
-    # Drain: set 0 holds step num_k-2; step num_k-1 (buffer 1) must land before its LDS reads.
-    gl.amd.cdna4.async_copy.wait_group(0)
-    gl.thread_barrier()
-    acc_tl = gl.amd.cdna4.mfma(at0, bl0, acc_tl)
-    at1 = _read_a(smem_at.index(1), HALF_M, BLOCK_K, MFMA)
-    acc_bl = gl.amd.cdna4.mfma(ab0, bl0, acc_bl)
-    bl1 = _read_b(smem_bl.index(1), HALF_N, BLOCK_K, MFMA)
-    acc_tr = gl.amd.cdna4.mfma(at0, br0, acc_tr)
-    ab1 = _read_a(smem_ab.index(1), HALF_M, BLOCK_K, MFMA)
-    acc_br = gl.amd.cdna4.mfma(ab0, br0, acc_br)
-    br1 = _read_b(smem_br.index(1), HALF_N, BLOCK_K, MFMA)
-    acc_tl = gl.amd.cdna4.mfma(at1, bl1, acc_tl)
-    acc_bl = gl.amd.cdna4.mfma(ab1, bl1, acc_bl)
-    acc_tr = gl.amd.cdna4.mfma(at1, br1, acc_tr)
-    acc_br = gl.amd.cdna4.mfma(ab1, br1, acc_br)
+        acc_tl, acc_bl, acc_tr, acc_br, at, bl = _step(
+            smem_at.index(0), smem_ab.index(0), smem_bl.index(0), smem_br.index(0),
+            smem_at.index(1), smem_bl.index(1), a_ptr + k2, ab_ptr + k2, b_ptr + k2, br_ptr + k2,
+            a_offs, b_offs, at, bl, acc_tl, acc_bl, acc_tr, acc_br, True, 4, HALF_M, HALF_N, BLOCK_K, MFMA)
+        acc_tl, acc_bl, acc_tr, acc_br, at, bl = _step(
+            smem_at.index(1), smem_ab.index(1), smem_bl.index(1), smem_br.index(1),
+            smem_at.index(0), smem_bl.index(0), a_ptr + k3, ab_ptr + k3, b_ptr + k3, br_ptr + k3,
+            a_offs, b_offs, at, bl, acc_tl, acc_bl, acc_tr, acc_br, True, 4, HALF_M, HALF_N, BLOCK_K, MFMA)
+    # Drain: steps num_k-2 (buffer 0) and num_k-1 (buffer 1), no more copies.
+    acc_tl, acc_bl, acc_tr, acc_br, at, bl = _step(
+        smem_at.index(0), smem_ab.index(0), smem_bl.index(0), smem_br.index(0),
+        smem_at.index(1), smem_bl.index(1), a_ptr, ab_ptr, b_ptr, br_ptr,
+        a_offs, b_offs, at, bl, acc_tl, acc_bl, acc_tr, acc_br, False, 2, HALF_M, HALF_N, BLOCK_K, MFMA)
+    gl.amd.cdna4.async_copy.wait_group(0)  # the last step's ab, br: a missing wait here would race
+    ab = _read_a(smem_ab.index(1), HALF_M, BLOCK_K, MFMA)
+    br = _read_b(smem_br.index(1), HALF_N, BLOCK_K, MFMA)
+    acc_tl = gl.amd.cdna4.mfma(at, bl, acc_tl)
+    acc_bl = gl.amd.cdna4.mfma(ab, bl, acc_bl)
+    acc_tr = gl.amd.cdna4.mfma(at, br, acc_tr)
+    acc_br = gl.amd.cdna4.mfma(ab, br, acc_br)
 
     offs_cm = pid_m * BLOCK_M + gl.arange(0, HALF_M, gl.SliceLayout(1, MFMA))
     offs_cn = pid_n * BLOCK_N + gl.arange(0, HALF_N, gl.SliceLayout(0, MFMA))

@@ -128,8 +128,10 @@ def gemm_kernel(a_desc, b_desc, c_desc, M, N, K, NUM_STAGES: gl.constexpr, GROUP
     # The argument tuples are written out literally: a tuple first bound to a name would turn the constexprs in
     # it into run-time int32 values (Triton 3.6), and every `% NUM_STAGES` into a division.
     gl.warp_specialize([
-        (consumer, (a_desc, b_desc, c_desc, a_smem, b_smem, c_smem, ready, empty, M, N, K, NUM_STAGES, GROUP_M)),
-        (producer, (a_desc, b_desc, c_desc, a_smem, b_smem, c_smem, ready, empty, M, N, K, NUM_STAGES, GROUP_M)),
+        (consumer, (a_desc, b_desc, c_desc, a_smem, b_smem, c_smem, ready, empty,
+                    M, N, K, NUM_STAGES, GROUP_M)),
+        (producer, (a_desc, b_desc, c_desc, a_smem, b_smem, c_smem, ready, empty,
+                    M, N, K, NUM_STAGES, GROUP_M)),
     ], worker_num_warps=[1], worker_num_regs=[PRODUCER_REGS])
     for i in gl.static_range(NUM_STAGES):
         mbarrier.invalidate(ready.index(i))

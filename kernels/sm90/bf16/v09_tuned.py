@@ -164,8 +164,10 @@ def gemm_kernel(a_desc, b_desc, c_desc, M, N, K, NUM_STAGES: gl.constexpr, GROUP
     # The argument tuples are written out literally: a tuple first bound to a name would turn the constexprs in
     # it into run-time int32 values (Triton 3.6), and every `% NUM_STAGES` into a division.
     gl.warp_specialize([
-        (consumer, (a_desc, b_desc, c_desc, a_smem, b_smem, c_smem, ready, empty, M, N, K, NUM_STAGES, GROUP_M, EPILOGUE_SPLIT)),
-        (producer, (a_desc, b_desc, c_desc, a_smem, b_smem, c_smem, ready, empty, M, N, K, NUM_STAGES, GROUP_M, EPILOGUE_SPLIT)),
+        (consumer, (a_desc, b_desc, c_desc, a_smem, b_smem, c_smem, ready, empty,
+                    M, N, K, NUM_STAGES, GROUP_M, EPILOGUE_SPLIT)),
+        (producer, (a_desc, b_desc, c_desc, a_smem, b_smem, c_smem, ready, empty,
+                    M, N, K, NUM_STAGES, GROUP_M, EPILOGUE_SPLIT)),
     ], worker_num_warps=[1], worker_num_regs=[PRODUCER_REGS])
     for i in gl.static_range(NUM_STAGES):
         mbarrier.invalidate(ready.index(i))
@@ -186,8 +188,10 @@ def launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, BLOCK_M: int, BLOC
     N = b.shape[0]
     sms = num_sms(a.device)
     if FIT_GRID and triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N) < sms and BLOCK_N > 128:
+        # Half-width tiles: same C slice width, and the ring keeps its bytes with 1.5x the slots.
         BLOCK_N //= 2
         EPILOGUE_SPLIT = max(1, EPILOGUE_SPLIT // 2)
+        NUM_STAGES = NUM_STAGES * 3 // 2
     sub_n = BLOCK_N // EPILOGUE_SPLIT
     a_layout = gl.NVMMASharedLayout.get_default_for([BLOCK_M, BLOCK_K], gl.bfloat16)
     b_layout = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_K], gl.bfloat16)

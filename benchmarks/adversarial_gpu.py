@@ -1,0 +1,96 @@
+"""Run the whole adversarial suite (GPU cases included) in one loop and save what each case got.
+
+    python benchmarks/adversarial_gpu.py --out benchmarks/results            # on the H200
+    python benchmarks/adversarial_gpu.py --out /tmp/x --name adversarial_cpu # anywhere: GPU cases are skipped
+
+Writes NAME.json (every outcome, device, versions, date, command) and NAME.md (a table) into --out. Exits 0
+only when every case that could run got the verdict the manifest expects. All cases run in this one process,
+in manifest order, so a completed file is also the evidence that the caller survives the suite.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the suite's manifest and runner live under tests/, not in the package
+
+from tests.adversarial.cases import CASES
+from tests.adversarial.runner import Outcome, describe_environment, detect_target, run_case
+
+
+def _skipped(case) -> Outcome:
+    return Outcome(case.name, case.defense, case.expect, "skipped", True, f"needs a {case.target} GPU", 0.0,
+                   case.gpu)
+
+
+def _markdown(report: dict) -> str:
+    env = report["environment"]
+    device = env.get("device") or {}
+    lines = [
+        f"# Adversarial suite: {report['summary']['passed']} of {report['summary']['ran']} cases got their verdict",
+        "",
+        f"- date (UTC): {report['date_utc']}",
+        f"- command: `{report['command']}`",
+        f"- device: {device.get('name', 'none')} (driver {device.get('driver')}), target {report['target']}",
+        (f"- versions: python {env.get('python')}, torch {env.get('torch')}, triton {env.get('triton')}, "
+         f"CUDA {env.get('cuda')}, HIP {env.get('hip')}"),
+        (f"- skipped (no GPU of their target): {report['summary']['skipped']}; total wall time "
+         f"{report['wall_s']:.0f} s, all cases in one process"),
+        "",
+        "| case | defense | expected | got | ok | wall s | detail |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for o in report["cases"]:
+        detail = o["detail"].replace("|", "/").replace("\n", " ")[:140]
+        mark = "skip" if o["got"] == "skipped" else ("yes" if o["passed"] else "**NO**")
+        lines.append(f"| {o['name']} | {o['defense']} | {o['expected']} | {o['got']} | {mark} | {o['wall_s']:.1f} "
+                     f"| {detail} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"), help="directory for NAME.json/.md")
+    parser.add_argument("--name", default="adversarial_h200", help="file name stem")
+    parser.add_argument("--only", action="append", default=[], metavar="CASE", help="run only these cases")
+    args = parser.parse_args(argv)
+
+    started = time.monotonic()
+    target = detect_target()
+    environment = describe_environment()
+    outcomes = []
+    for case in CASES:
+        if args.only and case.name not in args.only:
+            continue
+        outcome = run_case(case, target) if not case.gpu or case.target == target else _skipped(case)
+        outcomes.append(outcome)
+        mark = "skip" if outcome.got == "skipped" else ("ok" if outcome.passed else "BAD")
+        print(f"{mark:4s} {outcome.name:32s} {outcome.got:18s} {outcome.wall_s:6.1f} s  "
+              f"{outcome.detail[:90]}", flush=True)
+    ran = [o for o in outcomes if o.got != "skipped"]
+    report = {
+        "command": shlex.join([sys.executable, *sys.argv]),
+        "date_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "target": target,
+        "environment": environment,
+        "wall_s": round(time.monotonic() - started, 1),
+        "summary": {"ran": len(ran), "passed": sum(o.passed for o in ran), "skipped": len(outcomes) - len(ran),
+                    "failed": [o.name for o in ran if not o.passed]},
+        "cases": [o.to_dict() for o in outcomes],
+    }
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{args.name}.json").write_text(json.dumps(report, indent=2) + "\n")
+    (out / f"{args.name}.md").write_text(_markdown(report))
+    print(f"{report['summary']['passed']}/{len(ran)} cases got their verdict; wrote {out / args.name}.json/.md")
+    return 0 if not report["summary"]["failed"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Candidate kernels: reference ladders per target and data type, each file one contract kernel."""

@@ -1,0 +1,146 @@
+"""Run one adversarial case and judge its outcome against the manifest (used by the tests and the benchmark)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from evaluator import integrity
+from evaluator.isolated import evaluate_isolated, run_guarded
+from evaluator.sandbox import run_isolated
+
+from .cases import Case
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one case got, and whether that is what the manifest expects."""
+
+    name: str
+    defense: str
+    expected: str
+    got: str
+    passed: bool
+    detail: str
+    wall_s: float
+    gpu: bool
+    runtime_ran: bool = False
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _process_gone(pid: int, wait_s: float = 3.0) -> bool:
+    """True once `pid` no longer runs (gone, or a zombie waiting for init to reap it)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return True
+        if state in ("Z", "X"):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+
+
+def _fill(kwargs: dict, tmp: Path, watch: Path | None) -> dict:
+    return {k: v.format(tmp=tmp, watch=watch) if isinstance(v, str) else v for k, v in kwargs.items()}
+
+
+def _judge_record(case: Case, record: dict, target_present: bool) -> tuple[str, bool, str, bool]:
+    status = record.get("status", "?")
+    message = record.get("message") or ""
+    runtime = record.get("runtime")
+    runtime_ran = isinstance(runtime, dict)
+    if case.expect == "policy_violation":
+        rules = [v["rule"] for v in record.get("policy", {}).get("violations", [])]
+        passed = status == "policy_violation" and case.rule in rules
+        return status, passed, f"rules {rules}: {message}", runtime_ran
+    if case.expect == "rejected":
+        passed = status != "ok" and (not case.reasons or status in case.reasons)
+        return status, passed, message, runtime_ran
+    passed = status == case.expect
+    if case.expect == "ok" and target_present:  # on its own GPU an honest kernel must also pass the runtime stage
+        passed = passed and runtime_ran and runtime.get("status") == "ok"
+    if case.healthy_after:
+        health = record.get("gpu_health") or {}
+        passed = passed and bool(health.get("healthy"))
+        message = f"{message} | GPU health after: {health}"
+    return status, passed, message, runtime_ran
+
+
+def run_case(case: Case, present_target: str | None = None) -> Outcome:
+    """Run `case` and judge it; never raises for what the candidate does."""
+    started = time.monotonic()
+    runtime_ran = False
+    with tempfile.TemporaryDirectory(prefix=f"nearpeak-adv-{case.name}-") as scratch:
+        tmp = Path(scratch)
+        if case.kind == "file":
+            record = evaluate_isolated(case.path, timeout_s=case.timeout_s)
+            got, passed, detail, runtime_ran = _judge_record(case, record, present_target == case.target)
+        elif case.kind == "call":
+            result = run_isolated(case.func, _fill(case.kwargs, tmp, None), timeout_s=case.timeout_s,
+                                  memory_mb=case.memory_mb)
+            got, detail = result.verdict, result.message or ""
+            passed = got == case.expect
+            if case.group_killed:
+                pid = int((tmp / "pid").read_text())
+                gone = _process_gone(pid)
+                passed = passed and gone
+                detail = f"left-behind pid {pid} {'killed with the group' if gone else 'STILL RUNNING'}"
+                if not gone:
+                    os.kill(pid, 9)  # our own test's leftover; do not leak it past the suite
+        elif case.kind == "guarded":
+            watch = tmp / "evaluator"
+            shutil.copytree(integrity.EVALUATOR_ROOT, watch, ignore=shutil.ignore_patterns("__pycache__"))
+            guarded = run_guarded(case.func, _fill(case.kwargs, tmp, watch), timeout_s=case.timeout_s,
+                                  watch_root=watch)
+            got = "tampered" if guarded.tampered else guarded.result.verdict
+            passed = got == case.expect
+            detail = f"changed: {list(guarded.tampered)}"
+        else:
+            raise ValueError(f"unknown case kind {case.kind!r}")
+    return Outcome(case.name, case.defense, case.expect if not case.reasons else f"rejected: {'|'.join(case.reasons)}",
+                   got, passed, detail[:600], round(time.monotonic() - started, 2), case.gpu, runtime_ran)
+
+
+def detect_target() -> str | None:
+    """The nearpeak target of the GPU here, asked in a sandbox so this process never opens a GPU context."""
+    result = run_isolated("tests.adversarial.runner:_detect_in_child", {}, timeout_s=120)
+    return result.value if result.ok else None
+
+
+def _detect_in_child() -> str | None:
+    from evaluator.runtime.device import detect
+
+    info = detect(with_smi=False)
+    return info.target if info else None
+
+
+def describe_environment() -> dict:
+    """Device, driver and library versions, read in a sandbox (this process never opens a GPU context)."""
+    result = run_isolated("tests.adversarial.runner:_environment_in_child", {}, timeout_s=120)
+    return result.value if result.ok else {"error": result.message}
+
+
+def _environment_in_child() -> dict:
+    import platform
+
+    import torch
+    import triton
+
+    from evaluator.runtime.device import detect
+
+    info = detect()
+    return {"python": platform.python_version(), "torch": torch.__version__, "triton": triton.__version__,
+            "cuda": torch.version.cuda, "hip": torch.version.hip, "device": info.to_dict() if info else None}
+
+
+def outcomes_json(outcomes: list[Outcome]) -> str:
+    return json.dumps([o.to_dict() for o in outcomes], indent=2)

@@ -1,0 +1,70 @@
+"""`nearpeak run/history/show/replay`: bad input gets a clear message and exit code 2, never a traceback."""
+import pytest
+from agent_support import V00, nearpeak, need
+
+BROKEN = '''TARGET = "gfx950"
+DTYPE = "float16"
+SHAPES = [(256, 256, 256)]
+KNOBS = {}
+def launch(a, b, c):
+    raise RuntimeError("this kernel cannot even launch")
+'''
+
+
+@pytest.fixture(autouse=True)
+def no_ambient_endpoint(monkeypatch):
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["run", "--from", "x.py"], "--target and --from are required"),
+    (["run", "--target", "gfx950", "--from", "no/such/kernel.py"], "no kernel file"),
+    (["run", "--target", "sm90", "--from", str(V00)], "declares TARGET = 'gfx950', not 'sm90'"),
+    (["run", "--target", "gfx950", "--from", str(V00), "--proposer", "llm"], "the llm proposer needs an endpoint"),
+    (["run", "--resume", "r", "--target", "gfx950"], "do not combine it with --target"),
+    (["run", "--resume", "no-such-run"], "no run 'no-such-run'"),
+    (["history", "no-such-run"], "no run 'no-such-run'"),
+    (["replay", "no-such-run", "--verify"], "no run 'no-such-run'"),
+])
+def test_usage_errors_exit_2_with_a_message(argv, message, capsys, tmp_path):
+    need(V00)
+    code, out, err = nearpeak(capsys, *argv, "--runs-dir", tmp_path)
+    assert code == 2
+    assert message in err and "Traceback" not in err + out
+
+
+def test_argument_type_errors_exit_2(capsys):
+    with pytest.raises(SystemExit) as exc:
+        nearpeak(capsys, "run", "--target", "gfx950", "--from", "k.py", "--steps", "0")
+    assert exc.value.code == 2
+    assert "must be at least 1" in capsys.readouterr().err
+
+
+def test_a_starting_kernel_that_fails_exits_1_and_creates_no_run(capsys, tmp_path):
+    kernel = tmp_path / "broken.py"
+    kernel.write_text(BROKEN)
+    code, _, err = nearpeak(capsys, "run", "--target", "gfx950", "--from", kernel, "--runs-dir", tmp_path / "runs",
+                            "--run-id", "broken")
+    assert code == 1
+    assert "the starting kernel does not evaluate" in err and "cannot even launch" in err
+    assert not (tmp_path / "runs" / "broken").exists()
+
+
+def test_a_run_id_in_use_is_refused(capsys, tmp_path):
+    (tmp_path / "runs" / "taken").mkdir(parents=True)
+    (tmp_path / "runs" / "taken" / "file").write_text("x")
+    code, _, err = nearpeak(capsys, "run", "--target", "gfx950", "--from", need(V00), "--runs-dir",
+                            tmp_path / "runs", "--run-id", "taken")
+    assert code == 2 and "already exists" in err
+
+
+def test_wall_budget_stops_cleanly_and_resume_continues(capsys, tmp_path):
+    runs = tmp_path / "runs"
+    code, out, err = nearpeak(capsys, "run", "--target", "gfx950", "--from", need(V00), "--runs-dir", runs,
+                              "--run-id", "budget", "--max-wall", "0")
+    assert code == 0, err
+    assert "wall-clock budget of 0 s reached" in out and "\n1.1 " not in out
+    code, out, err = nearpeak(capsys, "run", "--resume", "budget", "--runs-dir", runs, "--steps", "1")
+    assert code == 0, err
+    assert "all 1 steps done" in out and "\n1.1 " in out

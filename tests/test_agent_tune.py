@@ -1,0 +1,69 @@
+"""The tune proposer: KNOBS rewrites, nearest-first order, and a cache shared by runs in one runs directory."""
+import json
+import re
+
+import pytest
+from agent_support import V00, json_at, nearpeak, need, refs
+
+from agent.proposers import ProposalContext
+from agent.proposers.tune import TuneCache, TuneProposer
+from agent.source import declaration
+
+
+@pytest.fixture(autouse=True)
+def no_ambient_endpoint(monkeypatch):
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(scope="module")
+def start(tmp_path_factory):
+    """v00 with a narrow sweep (BLOCK_K x num_warps: three other configurations) to keep compiles few."""
+    source = need(V00).read_text()
+    source = re.sub(r"^KNOB_CHOICES = .*$", 'KNOB_CHOICES = {"BLOCK_K": [64, 32], "num_warps": [4, 8]}', source,
+                    flags=re.MULTILINE)
+    path = tmp_path_factory.mktemp("tune") / "v00_tune.py"
+    path.write_text(source)
+    return path
+
+
+def context(source: str, tried=frozenset()) -> ProposalContext:
+    return ProposalContext(target="gfx950", step=1, count=10, incumbent_source=source, incumbent_record={},
+                           last_record=None, last_source=None, history=(), tried=tried)
+
+
+def test_configurations_come_nearest_first_and_skip_the_incumbent(start, tmp_path):
+    proposer = TuneProposer(TuneCache(tmp_path / "cache.json"))
+    candidates = proposer.propose(context(start.read_text()))
+    changed = [c.meta["changed"] for c in candidates]
+    assert changed == [{"num_warps": 8}, {"BLOCK_K": 32}, {"BLOCK_K": 32, "num_warps": 8}]
+    for c in candidates:
+        assert declaration(c.source, "KNOBS") == c.meta["knobs"]
+        assert declaration(c.source, "KNOB_CHOICES") == declaration(start.read_text(), "KNOB_CHOICES")
+
+
+def test_tune_runs_share_their_cache(start, tmp_path, capsys):
+    runs = tmp_path / "runs"
+    code, _, err = nearpeak(capsys, "run", "--target", "gfx950", "--from", start, "--proposer", "tune",
+                            "--steps", "1", "--candidates", "2", "--runs-dir", runs, "--run-id", "first")
+    assert code == 0, err
+    first = runs / "first"
+    cache = json.loads((runs / "tune-cache.json").read_text())
+    assert len(cache) == 2
+    assert all(key.endswith("|4096x4096x8192|gfx950") for key in cache)
+    for entry in cache.values():
+        assert entry["status"] == "ok" and entry["estimated_efficiency"] > 0 and entry["tflops_measured"] is None
+    # v00's default knobs beat both neighbours on the static estimate: nothing accepted, both attempts kept.
+    assert set(refs(first)) == {"refs/heads/main", "refs/attempts/1-1", "refs/attempts/1-2"}
+    assert [json_at(first, f"refs/attempts/1-{n}", "step.json")["proposal"]["cache_hit"] for n in (1, 2)] == \
+        [False, False]
+
+    code, _, err = nearpeak(capsys, "run", "--target", "gfx950", "--from", start, "--proposer", "tune",
+                            "--steps", "1", "--candidates", "1", "--runs-dir", runs, "--run-id", "second")
+    assert code == 0, err
+    second = runs / "second"
+    ref = "refs/attempts/1-1" if "refs/attempts/1-1" in refs(second) else "refs/heads/main"
+    # The second run starts with what the cache rates best among the configurations the first run tried.
+    best = max(cache.values(), key=lambda e: e["estimated_efficiency"])
+    assert json_at(second, ref, "step.json")["proposal"]["cache_hit"] is True
+    assert json_at(second, ref, "evaluation.json")["static"]["estimated_efficiency"] == best["estimated_efficiency"]

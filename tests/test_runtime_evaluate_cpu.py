@@ -1,0 +1,143 @@
+"""runtime_evaluate end to end with the CPU standing in for the GPU.
+
+Device detection is pointed at the CPU (the record's device says so), and the candidates are small
+contract files whose `launch` computes on CPU tensors: an honest one and cheats that each defense must
+catch. Everything else - input sets, poison, references, timing, vendor interleaving, defenses, the
+record - is the code that runs on the H200.
+"""
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+import torch
+
+from evaluator.runtime import evaluate
+from evaluator.runtime.device import DeviceInfo
+
+HEADER = '''
+import torch
+TARGET = "sm90"
+DTYPE = "bfloat16"
+OUT_DTYPE = "bfloat16"
+SHAPES = [(256, 192, 128)]
+SHAPE_MULTIPLE = (64, 64, 32)
+KNOBS = {}
+'''
+
+HONEST = HEADER + '''
+def launch(a, b, c):
+    c.copy_((a.float() @ b.float().T).to(c.dtype))
+'''
+
+CACHED = HEADER + '''
+_seen = {}
+def launch(a, b, c):
+    key = (a.data_ptr(), tuple(c.shape))
+    if key not in _seen:
+        _seen[key] = (a.float() @ b.float().T).to(c.dtype)
+    c.copy_(_seen[key])
+'''
+
+MUTATES_LATER = HEADER + '''
+_calls = [0]
+def launch(a, b, c):
+    _calls[0] += 1
+    c.copy_((a.float() @ b.float().T).to(c.dtype))
+    if _calls[0] > 5:
+        a[0, 0] = 1.0 + a[0, 0]
+'''
+
+PATCHES_TIMER = HEADER + '''
+import time
+_real = time.perf_counter
+time.perf_counter = lambda: _real() * 0.5
+def launch(a, b, c):
+    c.copy_((a.float() @ b.float().T).to(c.dtype))
+'''
+
+RAISES = HEADER + '''
+def launch(a, b, c):
+    raise RuntimeError("CUDA error: an illegal memory access was encountered")
+'''
+
+
+@pytest.fixture
+def cpu_device(monkeypatch):
+    info = DeviceInfo(target="sm90", name="CPU stand-in", arch="cpu", backend="cuda", index=0, multiprocessors=1,
+                      memory_bytes=0, l2_bytes=2 ** 20)
+    monkeypatch.setattr(evaluate, "require_device", lambda target: info)
+    monkeypatch.setattr(evaluate, "_device", lambda info: torch.device("cpu"))
+    monkeypatch.setattr(evaluate, "read_driver_and_clocks", lambda backend, index: (None, {}))
+    monkeypatch.setattr(evaluate, "UNTIMED_CHECK_CALLS", 10)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield info
+    torch.set_num_threads(threads)
+
+
+def run(tmp_path, source: str, **kwargs) -> dict:
+    path = tmp_path / "candidate.py"
+    path.write_text(textwrap.dedent(source))
+    return evaluate.runtime_evaluate(path, seed=11, timing_budget_s=0.05, **kwargs)
+
+
+def test_honest_candidate_gets_a_complete_record(tmp_path, cpu_device):
+    rec = run(tmp_path, HONEST)
+    assert rec["correct"] and rec["status"] == "ok" and rec["verdict"] == "correct", rec["verdict"]
+    assert rec["summary"].startswith("correct on 256x192x128") and "TFLOP/s" in rec["summary"]
+    assert [s["shape"] for s in rec["shapes"]][:2] == [[256, 192, 128], [256, 256, 512]]
+    assert len(rec["shapes"]) == 3 and rec["seed"] == 11
+    assert rec["tflops"] > 0 and rec["vendor"] == "torch.matmul" and rec["ratio_vs_vendor"] > 0
+    assert rec["pct_of_peak"] == pytest.approx(100 * rec["tflops"] / 989.4)
+    assert rec["input_sets"] >= 2 and rec["input_sets"] * 256 * 192 * 2 > 0
+    assert {d["name"] for d in rec["defenses"]} == {"timed_outputs", "timed_stream", "stream_order", "fresh_inputs",
+                                                    "speed_of_light", "integrity"}
+    assert all(d["ok"] for d in rec["defenses"]) and rec["health"]["healthy"]
+    assert "median" in rec["timing_method"] and rec["spread"]["vendor"]["samples"] >= 20
+    assert json.loads(json.dumps(rec))["device"] == "CPU stand-in"
+
+
+def test_seed_makes_the_held_out_shape_reproducible(tmp_path, cpu_device):
+    first = run(tmp_path, HONEST)
+    again = run(tmp_path, HONEST)
+    assert first["shapes"][2]["shape"] == again["shapes"][2]["shape"]
+    assert first["shapes"][2]["rel_error"] == again["shapes"][2]["rel_error"]
+
+
+def test_result_cached_per_buffer_is_rejected(tmp_path, cpu_device):
+    rec = run(tmp_path, CACHED)
+    # Caught by whichever check first feeds a known buffer new operands: the rotated timing sets (when the
+    # allocator reuses a correctness buffer's address) or the in-place refill after timing.
+    assert not rec["correct"] and rec["status"] in ("cached_result", "wrong_result"), rec["verdict"]
+    assert "after the timed calls" in rec["verdict"] or "same buffers" in rec["verdict"]
+
+
+def test_input_mutated_during_timing_is_rejected(tmp_path, cpu_device):
+    rec = run(tmp_path, MUTATES_LATER)
+    assert rec["status"] == "inputs_modified", rec["verdict"]
+
+
+def test_timer_patched_at_import_is_rejected(tmp_path, cpu_device):
+    import time
+
+    real = time.perf_counter
+    try:
+        rec = run(tmp_path, PATCHES_TIMER)
+    finally:
+        time.perf_counter = real
+    assert rec["status"] == "tampered" and "time.perf_counter" in rec["verdict"]
+
+
+def test_a_fault_in_launch_becomes_a_verdict(tmp_path, cpu_device):
+    rec = run(tmp_path, RAISES)
+    assert rec["status"] == "runtime_fault" and not rec["correct"]
+    assert "illegal memory access" in rec["verdict"]
+
+
+def test_shape_off_the_multiple_is_a_usage_error(tmp_path, cpu_device):
+    from evaluator.errors import UsageError
+
+    with pytest.raises(UsageError):
+        run(tmp_path, HONEST, shape=(100, 192, 128))

@@ -1,0 +1,92 @@
+"""evaluator.integrity and evaluator.isolated: digests of the evaluator, records from sandbox verdicts."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from evaluator import integrity
+from evaluator.isolated import _runtime_failed, evaluate_isolated, run_guarded
+from evaluator.sandbox import run_isolated
+
+CANDIDATES = "tests/adversarial/candidates"
+
+
+def test_snapshot_sees_modified_added_and_removed_files(tmp_path):
+    tree = tmp_path / "ev"
+    shutil.copytree(integrity.EVALUATOR_ROOT, tree, ignore=shutil.ignore_patterns("__pycache__"))
+    before = integrity.snapshot(tree)
+    assert before.changes(integrity.snapshot(tree)) == ()
+    (tree / "api.py").write_text((tree / "api.py").read_text() + "\n# edited\n")
+    (tree / "new.py").write_text("X = 1\n")
+    (tree / "errors.py").unlink()
+    (tree / "notes.txt").write_text("not python: not watched")
+    assert before.changes(integrity.snapshot(tree)) == ("api.py", "errors.py", "new.py")
+
+
+def test_snapshot_covers_the_whole_evaluator_package():
+    files = integrity.snapshot().files
+    assert {"api.py", "sandbox.py", "sandbox_child.py", "policy.py", "isolated.py"} <= set(files)
+    assert any(name.startswith("runtime/") for name in files)
+
+
+def test_run_guarded_reports_a_tampered_tree(tmp_path):
+    tree = tmp_path / "ev"
+    shutil.copytree(integrity.EVALUATOR_ROOT, tree, ignore=shutil.ignore_patterns("__pycache__"))
+    clean = run_guarded("tests.adversarial.misbehave:echo", {}, timeout_s=30, watch_root=tree)
+    assert clean.result.ok and clean.tampered == ()
+    dirty = run_guarded("tests.adversarial.misbehave:tamper", {"path": str(tree / "policy.py")}, timeout_s=30,
+                        watch_root=tree)
+    assert dirty.result.ok and dirty.tampered == ("policy.py",)
+
+
+def test_policy_violation_record_runs_nothing():
+    record = evaluate_isolated(f"{CANDIDATES}/policy_segfault.py", timeout_s=30)
+    assert record["status"] == "policy_violation" and record["line"] == 2
+    assert "sandbox" not in record
+    assert record["policy"]["violations"][0]["rule"] == "process_network_ffi"
+
+
+def test_missing_file_is_not_found():
+    assert evaluate_isolated("no/such/kernel.py")["status"] == "not_found"
+
+
+def test_static_record_comes_back_with_its_sandbox_stage():
+    record = evaluate_isolated(f"{CANDIDATES}/honest_sm90.py", run=False, timeout_s=300)
+    assert record["status"] == "ok", record["message"]
+    assert record["target"] == "sm90" and record["static"]
+    assert [s["stage"] for s in record["sandbox"]] == ["static"]
+    assert record["policy"] == {"violations": []}
+
+
+def test_timeout_record_says_which_stage():
+    record = evaluate_isolated(f"{CANDIDATES}/sandbox_hang_at_import.py", timeout_s=6)
+    assert record["status"] == "timeout", record["message"]
+    assert record["message"].startswith("static stage did not finish within 6 s")
+    assert record["sandbox"][0]["verdict"] == "timeout"
+
+
+def test_runtime_section_status_decides():
+    assert _runtime_failed({"status": "ok", "verdict": "correct (correct on 1x1x1); 1.0 TFLOP/s"}) is None
+    assert _runtime_failed({"status": "unwritten", "verdict": "1x1x1: unwritten"}) == "unwritten"
+    assert _runtime_failed({"verdict": "correct"}) is None
+    assert _runtime_failed({"verdict": "no_device"}) == "no_device"
+
+
+def test_run_without_a_gpu_is_no_device():
+    record = evaluate_isolated(f"{CANDIDATES}/honest_sm90.py", run=True, timeout_s=300)
+    if record.get("runtime"):
+        return  # a GPU of the target is here: nothing to check about its absence
+    assert record["status"] == "no_device" and "sm90" in record["message"]
+
+
+def test_runtime_stage_reports_a_missing_gpu_only_when_required():
+    from evaluator.runtime.device import detect_target
+
+    if detect_target() == "sm90":
+        return
+    path = str(Path(CANDIDATES, "honest_sm90.py").resolve())
+    args = {"path": path, "target": "sm90", "shape": None, "knobs": None, "seed": 1, "profile": False}
+    required = run_isolated("evaluator.isolated:runtime_stage", {**args, "required": True}, timeout_s=120)
+    assert required.ok and required.value["status"] == "no_device"
+    optional = run_isolated("evaluator.isolated:runtime_stage", {**args, "required": False}, timeout_s=120)
+    assert optional.ok and optional.value is None
