@@ -32,8 +32,6 @@ STATIC_MEMORY_MB = 8192        # address-space cap of the static stage: torch + 
 HEALTH_TIMEOUT_S = 120.0
 MIN_STAGE_S = 1.0              # a stage is never started with less than this left of the budget
 GPU_DEVICE_NODES = {"sm90": "/dev/nvidia*", "gfx950": "/dev/kfd"}
-SANDBOX_STATUSES = {"timeout": "timeout", "crashed": "crashed", "runtime_fault": "runtime_fault",
-                    "output_flood": "output_flood", "error": "error"}
 
 
 @dataclass(frozen=True)
@@ -128,6 +126,7 @@ def _runtime_failed(runtime: dict) -> str | None:
 
 def _sandbox_failure(record_path: str, target: str | None, stage: str, result: IsolatedResult, timeout_s: float,
                      stages: list[dict]) -> dict:
+    """A record for a stage that ended without a value; its status is the sandbox verdict itself."""
     messages = {
         "timeout": f"{stage} stage did not finish within {timeout_s:.0f} s; its process group was killed",
         "crashed": f"{stage} stage crashed: {result.message}",
@@ -135,8 +134,7 @@ def _sandbox_failure(record_path: str, target: str | None, stage: str, result: I
         "output_flood": f"{stage} stage flooded its output; its process group was killed",
         "error": f"{stage} stage raised {result.message}",
     }
-    return _record(record_path, target, SANDBOX_STATUSES[result.verdict], messages[result.verdict],
-                   sandbox=stages)
+    return _record(record_path, target, result.verdict, messages[result.verdict], sandbox=stages)
 
 
 def evaluate_isolated(path: str | Path, target: str | None = None, shape=None, knobs: dict | None = None,

@@ -43,9 +43,7 @@ def _jsonable(value: Any) -> Any:
         return value.item()
     if isinstance(value, (set, frozenset)):
         return sorted(value)
-    if isinstance(value, Path):
-        return str(value)
-    raise TypeError(f"{type(value).__name__} is not JSON-serializable")
+    return str(value)  # dtypes, devices, paths: their text is what a record wants
 
 
 def _write(path: Path, payload: dict) -> None:
@@ -62,7 +60,7 @@ def main(argv: list[str]) -> None:
     try:
         value = _resolve(spec["func"])(**spec["kwargs"])
         payload = {"token": token, "ok": True, "value": value}
-        json.dumps(payload, default=_jsonable)  # fail here, as the callee's error, not half-way through a write
+        json.dumps(payload, default=_jsonable)  # fail here (e.g. a cycle), as the callee's error, not mid-write
     except BaseException as exc:  # noqa: BLE001 - whatever the callee raises is its verdict, not ours
         payload = {"token": token, "ok": False, "type": type(exc).__name__, "message": str(exc)[:_TRACEBACK_CHARS],
                    "traceback": traceback.format_exc()[-_TRACEBACK_CHARS:]}

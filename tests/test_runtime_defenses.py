@@ -130,7 +130,8 @@ def test_nvidia_smi_line_gives_driver_and_clocks():
 
 
 def test_rocm_smi_json_gives_driver_and_clocks():
-    text = json.dumps({"card0": {"sclk clock speed:": "(2100Mhz)", "mclk clock speed:": "(1900Mhz)"},
+    text = json.dumps({"card0": {"sclk clock level:": "1", "sclk clock speed:": "(2100Mhz)",
+                                 "mclk clock level:": "3", "mclk clock speed:": "(1900Mhz)"},
                        "system": {"Driver version": "6.10.5"}})
     driver, clocks = device.parse_rocm_smi(text)
     assert driver == "6.10.5" and clocks == {"sm": 2100.0, "mem": 1900.0}

@@ -141,3 +141,35 @@ def test_shape_off_the_multiple_is_a_usage_error(tmp_path, cpu_device):
 
     with pytest.raises(UsageError):
         run(tmp_path, HONEST, shape=(100, 192, 128))
+
+
+SLOW = HEADER + '''
+def launch(a, b, c):
+    for _ in range(6):
+        c.copy_((a.float() @ b.float().T).to(c.dtype))
+'''
+
+FAST_WRONG = HEADER + '''
+def launch(a, b, c):
+    c.copy_((a[:, :32].float() @ b[:, :32].float().T).to(c.dtype))
+'''
+
+
+def write(tmp_path, name: str, source: str):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(source))
+    return path
+
+
+def test_compare_accepts_a_faster_correct_candidate(tmp_path, cpu_device):
+    result = evaluate.compare(write(tmp_path, "fast.py", HONEST), write(tmp_path, "slow.py", SLOW), min_gain=0.05,
+                              seed=2, rounds=8, calls_per_round=3)
+    assert result["candidate_correct"] and result["accepted"] and result["ci_low"] > 1.05, result
+    assert result["shape"] == [256, 192, 128] and result["input_sets"] >= 2
+
+
+def test_compare_never_accepts_a_faster_wrong_candidate(tmp_path, cpu_device):
+    result = evaluate.compare(write(tmp_path, "wrong.py", FAST_WRONG), write(tmp_path, "slow.py", SLOW), seed=2,
+                              rounds=6, calls_per_round=3)
+    assert result["speedup"] > 1 and not result["candidate_correct"] and not result["accepted"]
+    assert "256x192x128" in result["candidate_verdict"]

@@ -139,3 +139,8 @@ def test_a_process_that_escaped_the_group_does_not_block_the_caller(tmp_path):
     os.kill(int(pid_file.read_text()), signal.SIGKILL)  # not contained (see the threat model): clean up ourselves
     assert result.verdict == "ok"
     assert elapsed < 10
+
+
+def test_values_without_a_json_type_come_back_as_text():
+    result = run_isolated(f"{M}:unusual_values", {}, timeout_s=60)
+    assert result.value == {"dtype": "torch.bfloat16", "set": [1, 3], "path": "/x", "scalar": 2.5}

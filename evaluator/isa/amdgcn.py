@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from .common import Instruction, Loop
 
-_LABEL = re.compile(r"^(\.?L?BB\d+_\d+|\.LBB\d+_\d+):(.*)$")
+# A block starts at a label (`.LBB0_3:`) or, when it has none, at LLVM's `; %bb.6:` comment.
+_LABEL = re.compile(r"^(?:; %)?(\.?L?BB\d+_\d+|\.LBB\d+_\d+|bb\.\d+):(.*)$")
 _HEADER = re.compile(r"Loop Header: Depth=(\d+)")
 _IN_LOOP = re.compile(r"in Loop: Header=(BB\d+_\d+) Depth=(\d+)")
 _INSTR = re.compile(r"^\s+([a-z][a-z0-9_.]*)\b\s*(.*?)\s*(?:;.*)?$")

@@ -28,17 +28,6 @@ The "runtime" section (every figure measured on the named device unless `provena
 """
 from __future__ import annotations
 
-
-def runtime_evaluate(*args, **kwargs) -> dict:
-    from .evaluate import runtime_evaluate as _runtime_evaluate
-
-    return _runtime_evaluate(*args, **kwargs)
-
-
-def compare(*args, **kwargs) -> dict:
-    from .evaluate import compare as _compare
-
-    return _compare(*args, **kwargs)
-
+from .evaluate import compare, runtime_evaluate
 
 __all__ = ["compare", "runtime_evaluate"]

@@ -89,15 +89,13 @@ def parse_rocm_smi(text: str, index: int = 0) -> tuple[str | None, dict[str, flo
     card = data.get(f"card{index}", {})
     clocks: dict[str, float] = {}
     for key, value in card.items():
-        lowered = key.lower()
-        if "sclk" in lowered and "sm" not in clocks:
-            mhz = _number_mhz(value.split("(")[-1] if "(" in str(value) else value)
-            if mhz is not None:
-                clocks["sm"] = mhz
-        elif "mclk" in lowered and "mem" not in clocks:
-            mhz = _number_mhz(value.split("(")[-1] if "(" in str(value) else value)
-            if mhz is not None:
-                clocks["mem"] = mhz
+        text = str(value)
+        if "mhz" not in text.lower():  # skip "clock level" entries, which hold a level index
+            continue
+        name = "sm" if "sclk" in key.lower() else "mem" if "mclk" in key.lower() else None
+        mhz = _number_mhz(text.split("(")[-1])
+        if name and name not in clocks and mhz is not None:
+            clocks[name] = mhz
     return driver, clocks
 
 

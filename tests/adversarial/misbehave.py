@@ -115,3 +115,10 @@ def escape_group(pid_file: str):
     proc = subprocess.Popen(["sleep", "30"], start_new_session=True)
     Path(pid_file).write_text(str(proc.pid))
     return proc.pid
+
+
+def unusual_values():
+    """Returns values JSON has no type for, as a runtime record might (a dtype, a set, a path)."""
+    import torch
+
+    return {"dtype": torch.bfloat16, "set": {3, 1}, "path": Path("/x"), "scalar": torch.tensor(2.5)}
