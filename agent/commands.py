@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -13,7 +14,7 @@ from evaluator.errors import EXIT_CANDIDATE, EXIT_OK, EXIT_USAGE
 from evaluator.targets import TARGETS
 
 from .config import RunConfig
-from .evaluation import MEASURED, OBJECTIVES, STATIC, Evaluator
+from .evaluation import MEASURED, OBJECTIVES, STATIC, Evaluator, describe_failure
 from .ledger import Ledger, LedgerError
 from .loop import KERNEL, RUN, Budget, Optimizer, baseline_commit
 from .proposers.ladder import LadderProposer, default_ladder_dir, load_stages
@@ -166,12 +167,8 @@ def _new_run(args) -> tuple[Ledger, RunConfig]:
         copy.write_text(source)
         record = evaluator.record(copy, run=None)
     if record.get("status") != "ok":
-        where = f" line {record['line']}" if record.get("line") else ""
-        raise StartFailure(f"the starting kernel does not evaluate: {record.get('status')}{where}: "
-                           f"{record.get('message')}")
+        raise StartFailure(f"the starting kernel does not evaluate: {describe_failure(record)}")
     mode = MEASURED if record.get("runtime") else STATIC
-    import triton
-
     config = RunConfig(
         run_id=run_id, target=args.target, source_file=str(kernel), proposer=proposer, steps=args.steps or 3,
         candidates=args.candidates, min_gain=args.min_gain, max_spills=args.max_spills, seed=args.seed, mode=mode,
@@ -179,7 +176,8 @@ def _new_run(args) -> tuple[Ledger, RunConfig]:
         if proposer == "llm" else None, base_url=args.base_url, request_timeout=args.request_timeout,
         retries=args.retries, retry_backoff=args.retry_backoff, ladder_dir=args.ladder_dir,
         max_tokens=args.max_tokens, max_wall=args.max_wall,
-        created_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"), triton_version=triton.__version__)
+        created_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        triton_version=str(record.get("triton_version")))
     files, message = baseline_commit(config, source, record)
     ledger = Ledger.create(path, files, message)
     _say(f"created run {path} ({mode} mode: {config.objective})")
@@ -196,7 +194,7 @@ def _resumed_run(args) -> tuple[Ledger, RunConfig]:
     overrides = {k: v for k, v in {"steps": args.steps, "base_url": args.base_url, "model": args.model,
                                    "max_tokens": args.max_tokens}.items() if v is not None}
     # The wall-clock budget is per invocation: a run stopped by it must not stop again at once on resume.
-    config = RunConfig(**{**config.__dict__, **overrides, "max_wall": args.max_wall})
+    config = dataclasses.replace(config, **overrides, max_wall=args.max_wall)
     _say(f"resuming {ledger.path} ({config.proposer} proposer, {config.mode} mode, up to step {config.steps})")
     return ledger, config
 

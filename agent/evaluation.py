@@ -60,16 +60,20 @@ class Evaluator:
                        seed=self.seed)
 
 
+def describe_failure(record: dict) -> str:
+    """A failed record in one line: status, where, message."""
+    where = f" (line {record['line']})" if record.get("line") else ""
+    message = f": {record['message']}" if record.get("message") else ""
+    return f"{record.get('status')}{where}{message}"
+
+
 def screen(record: dict, max_spills: int) -> str | None:
     """Why a record is rejected before any timing, or None when it passes the static screen."""
     if record.get("status") != "ok":
-        where = f" (line {record['line']})" if record.get("line") else ""
-        return f"{record.get('status')}{where}: {record.get('message')}"
+        return describe_failure(record)
     f = figures(record)
     if f.hot_loop_spills is not None and f.hot_loop_spills > max_spills:
         return f"{f.hot_loop_spills} spill instructions in the hot loop (budget {max_spills})"
-    if f.efficiency_estimate is None:
-        return "no matrix instructions in any loop: the static analysis found no hot loop"
     return None
 
 
@@ -79,6 +83,9 @@ def static_score(record: dict) -> tuple[float, ...]:
 
 
 def judge_static(candidate: dict, incumbent: dict) -> Judgement:
+    if figures(candidate).efficiency_estimate is None:
+        return Judgement(False, "no static estimate: the analysis found no loop with matrix instructions",
+                         static_score(candidate), True)
     new, old = static_score(candidate), static_score(incumbent)
     eff_new, eff_old = new[0], old[0]
     if eff_new > eff_old + TIE:

@@ -19,7 +19,7 @@ from .loop import KERNEL, RECORD, RUN, STEP
 # Static figures that must reproduce exactly on re-evaluation (same compiler, same source).
 STATIC_KEYS = ("registers", "spills", "hot_loop_spills", "shared_bytes", "occupancy", "matrix_instructions",
                "estimated_efficiency")
-RUNTIME_NOISE = 0.05   # relative TFLOPS drift tolerated when no confidence interval was recorded
+RUNTIME_NOISE = 0.05   # relative drift of measured TFLOPS tolerated between two runs on one GPU model
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ def history(ledger: Ledger) -> list[HistoryRow]:
     rows = []
     for e in ledger.entries():
         t = e.trailers
-        rows.append(HistoryRow(step=e.step, candidate=e.candidate, verdict=e.verdict, ref=e.ref, commit=e.sha[:12],
+        rows.append(HistoryRow(step=e.step, candidate=e.candidate, verdict=e.verdict, ref=e.ref, commit=e.sha,
                                summary=e.summary, reason=t.get("Reason", ""), proposer=t.get("Proposer", ""),
                                tflops_measured=t.get("TFLOPS-Measured", "n/a"),
                                efficiency_estimate=t.get("Efficiency-Estimate", "n/a"),
@@ -160,6 +160,7 @@ def plot(ledger: Ledger, output: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     rows = history(ledger)
     measured = any(_number(r.tflops_measured) is not None for r in rows)
@@ -172,6 +173,7 @@ def plot(ledger: Ledger, output: Path) -> None:
         ax.plot(*zip(*kept), "o-", color="tab:blue", label="accepted (main)")
     if other:
         ax.plot(*zip(*other), "x", color="tab:red", label="rejected / not chosen")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("step")
     ax.set_ylabel(label)
     ax.set_title(f"nearpeak run {ledger.path.name}")

@@ -59,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"), help="directory for NAME.json/.md")
     parser.add_argument("--name", default="adversarial_h200", help="file name stem")
     parser.add_argument("--only", action="append", default=[], metavar="CASE", help="run only these cases")
+    parser.add_argument("--skip", action="append", default=[], metavar="CASE", help="leave these cases out")
     args = parser.parse_args(argv)
 
     started = time.monotonic()
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     environment = describe_environment()
     outcomes = []
     for case in CASES:
-        if args.only and case.name not in args.only:
+        if (args.only and case.name not in args.only) or case.name in args.skip:
             continue
         outcome = run_case(case, target) if not case.gpu or case.target == target else _skipped(case)
         outcomes.append(outcome)

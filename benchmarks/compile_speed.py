@@ -26,7 +26,7 @@ def timed_eval(kernel: str, cache_dir: str) -> tuple[float, dict]:
     env = {**os.environ, "TRITON_CACHE_DIR": cache_dir}
     started = time.perf_counter()
     out = subprocess.run([sys.executable, "-m", "evaluator", kernel, "--json", "--static-only"], capture_output=True,
-                         text=True, env=env, cwd=ROOT)
+                         text=True, env=env, cwd=ROOT, check=False)
     wall = time.perf_counter() - started
     if out.returncode != 0:
         raise SystemExit(f"eval failed: {out.stderr or out.stdout}")

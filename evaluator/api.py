@@ -83,30 +83,46 @@ def evaluate_foreign(path: str | Path, entry: str, args: list[str], target: str,
 
 def evaluate(path: str | Path, target: str | None = None, shape=None, knobs: dict | None = None,
              run: bool | None = None, seed: int | None = None, profile: bool = False, timeout_s: float = 600.0,
-             dump_dir: str | Path | None = None) -> dict:
+             dump_dir: str | Path | None = None, isolate: bool | None = None) -> dict:
     """Static evaluation, plus the runtime stage when `run` is true or (None) a GPU of the target is present.
 
-    `run=True` without such a GPU gives a record with status "no_device".
+    Whenever the candidate will run on a GPU, or `isolate` is true, every stage goes through the hardened
+    path (`evaluator.isolated`: policy check, fresh sandboxed processes, integrity hashes). A static-only
+    evaluation runs in this process after the policy check, which keeps the scorer fast. `run=True`
+    without such a GPU gives a record with status "no_device".
     """
-    record = evaluate_static(path, target, shape, knobs, dump_dir)
-    if record["status"] != "ok" or run is False:
-        return record
-    from .errors import NoDeviceError
+    from .policy import check_policy, describe
 
+    if Path(path).is_file():
+        violations = check_policy(str(path))
+        if violations:
+            record = _base_record(str(path), target)
+            record.update(status="policy_violation", message=describe(violations), line=violations[0].line,
+                          policy={"violations": [v.to_dict() for v in violations]})
+            return record
+    wants_gpu = run is True or (run is None and _gpu_of(path, target))
+    if isolate or wants_gpu:
+        from .isolated import evaluate_isolated
+
+        record = evaluate_isolated(path, target, shape, knobs, run=run, seed=seed, timeout_s=timeout_s,
+                                   profile=profile)
+        if dump_dir and record.get("status") == "ok":
+            record["dumped"] = evaluate_static(path, target, shape, knobs, dump_dir).get("dumped")
+        return record
+    return evaluate_static(path, target, shape, knobs, dump_dir)
+
+
+def _gpu_of(path, target: str | None) -> bool:
+    """Is a GPU of the kernel's target (its TARGET when `target` is None) present here?"""
     try:
         from .runtime.device import detect_target
     except ImportError:
-        detect_target = lambda: None  # noqa: E731 - runtime stage not installed
+        return False
     present = detect_target()
-    if present != record["target"]:
-        if run:
-            err = NoDeviceError(f"--run needs a {record['target']} GPU; this machine has "
-                                f"{present or 'none'}", file=str(path))
-            record.update(status=err.status, message=err.message)
-        return record
-    from .runtime.evaluate import runtime_evaluate
+    if present is None:
+        return False
+    if target is None:
+        from .contract import read_constant
 
-    record["runtime"] = runtime_evaluate(str(path), record["target"], shape, knobs, seed, profile)
-    if record["runtime"].get("verdict") not in (None, "ok", "correct"):
-        record["status"] = record["runtime"]["verdict"]
-    return record
+        target = read_constant(path, "TARGET") if Path(path).is_file() else None
+    return present == target

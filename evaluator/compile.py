@@ -12,9 +12,10 @@ from __future__ import annotations
 import contextlib
 import threading
 import traceback
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from .errors import CompileFailure, ContractError, UsageError
 from .targets import Target
@@ -170,7 +171,7 @@ def run_compile(call: Callable[[], Any], target: Target, candidate_file: str) ->
         raise
     except KeyboardInterrupt:
         raise
-    except BaseException as exc:  # noqa: BLE001 - compile failures of any kind are the candidate's
+    except BaseException as exc:
         file, line = _compile_error_location(exc, files)
         if file and Path(file).resolve() == Path(candidate_file).resolve():
             file = candidate_file

@@ -20,6 +20,7 @@ storage-less tensors, the runtime calls it with real ones. docs/kernel-contract.
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 import traceback
 from dataclasses import dataclass, field
@@ -61,6 +62,12 @@ class KernelSpec:
         }
 
 
+def read_constant(path: str | Path, name: str) -> str | None:
+    """A module-level string constant of a kernel file, read without importing (running) the file."""
+    m = re.search(rf'^{name}\s*=\s*["\'](.+?)["\']', Path(path).read_text(), re.MULTILINE)
+    return m.group(1) if m else None
+
+
 def _candidate_frame_line(path: str, tb) -> int | None:
     """Line of the innermost traceback frame that lies in the candidate file."""
     line = None
@@ -87,7 +94,7 @@ def load_module(path: str | Path) -> ModuleType:
     except SyntaxError as exc:
         sys.modules.pop(name, None)
         raise ImportFailure(f"syntax error: {exc.msg}", file=str(path), line=exc.lineno) from None
-    except BaseException as exc:  # noqa: BLE001 - any failure at import is the candidate's
+    except BaseException as exc:
         sys.modules.pop(name, None)
         if isinstance(exc, KeyboardInterrupt):
             raise

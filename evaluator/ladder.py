@@ -2,23 +2,17 @@
 from __future__ import annotations
 
 import json
-import re
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from .contract import read_constant
 from .published import CORRELATION_STAGES, published
 from .report import pct, table
 from .stats import spearman
 
 KERNELS_DIR = Path(__file__).resolve().parents[1] / "kernels"
 LADDER_DIRS = {"gfx950": ("gfx950/fp16", "gfx950/bf8", "gfx950/mxfp4"), "sm90": ("sm90/bf16", "sm90/fp8")}
-
-
-def _constant(path: Path, name: str) -> str | None:
-    """Read a module-level string constant without importing the file."""
-    m = re.search(rf'^{name}\s*=\s*["\'](.+?)["\']', path.read_text(), re.M)
-    return m.group(1) if m else None
 
 
 def stage_files(target: str) -> list[Path]:
@@ -47,12 +41,12 @@ def ladder_records(target: str, run: bool = False, jobs: int = 1, progress=None)
             results.append(_evaluate(str(f), target, run))
     rows = []
     for f, record in zip(files, results):
-        stage = _constant(f, "STAGE") or f.stem.split("_")[0]
+        stage = read_constant(f, "STAGE") or f.stem.split("_")[0]
         pub = published(target, stage) or published(target, stage.split("-")[0])
         st = record.get("static") or {}
         rt = record.get("runtime") or {}
         rows.append({
-            "stage": stage, "file": str(f.relative_to(KERNELS_DIR.parent)), "technique": _constant(f, "TECHNIQUE"),
+            "stage": stage, "file": str(f.relative_to(KERNELS_DIR.parent)), "technique": read_constant(f, "TECHNIQUE"),
             "status": record["status"], "message": record.get("message"),
             **{k: v for k, v in st.items() if k not in ("hot_loop", "kernels", "estimate")},
             "mfma_per_k_iteration": (st.get("hot_loop") or {}).get("mfma") if target == "gfx950" else None,

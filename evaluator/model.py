@@ -227,7 +227,7 @@ def estimate_sass(body: list[Instruction], prologue_tma: int = 0, costs: NvCosts
                     ready = max(ready, tma.pop(0))
                 stalls["tma_wait"] += ready - t
                 t = ready + costs.alu_issue
-            elif m.startswith("BAR.SYNC") or m.startswith("BAR.RED"):
+            elif m.startswith(("BAR.SYNC", "BAR.RED")):
                 t += costs.barrier
                 stalls["barrier"] += costs.barrier
             else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 def table(rows: list[list], headers: list[str]) -> str:
     cells = [[("" if c is None else str(c)) for c in row] for row in rows]
     widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
-    line = lambda r: "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))  # noqa: E731
+    line = lambda r: "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
     return "\n".join([line(headers), line(["-" * w for w in widths]), *(line(r) for r in cells)])
 
 

@@ -27,7 +27,7 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _static(path: str, target: str | None = None, shape: tuple | None = None) -> dict:
     from evaluator.api import evaluate_static
 

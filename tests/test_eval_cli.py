@@ -6,19 +6,19 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT, TEST_KERNELS
+
 from evaluator import SCHEMA_VERSION
 from evaluator.errors import EXIT_CANDIDATE, EXIT_USAGE
 
 
 def nearpeak(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "agent.cli", *args], capture_output=True, text=True, cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "agent.cli", *args], capture_output=True, text=True, cwd=ROOT, check=False,
                           timeout=600)
 
 
 def scorer(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "evaluator", *args], capture_output=True, text=True, cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "evaluator", *args], capture_output=True, text=True, cwd=ROOT, check=False,
                           timeout=600)
 
 

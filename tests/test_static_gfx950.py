@@ -4,8 +4,8 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from conftest import TEST_KERNELS
+
 from evaluator.compile import compile_candidate
 from evaluator.contract import load_candidate
 from evaluator.targets import GFX950

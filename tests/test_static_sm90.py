@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import TEST_KERNELS
+
 from evaluator.compile import compile_candidate
 from evaluator.contract import load_candidate
 from evaluator.isa import sass

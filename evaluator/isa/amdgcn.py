@@ -34,12 +34,12 @@ class ResourceUsage:
 
 
 def _meta_int(text: str, key: str, default: int = 0) -> int:
-    m = re.search(rf"^\s*(?:-\s+)?\.{key}:\s+(\d+)", text, re.M)
+    m = re.search(rf"^\s*(?:-\s+)?\.{key}:\s+(\d+)", text, re.MULTILINE)
     return int(m.group(1)) if m else default
 
 
 def _comment_int(text: str, key: str) -> int | None:
-    m = re.search(rf"^; {key}: (\d+)", text, re.M)
+    m = re.search(rf"^; {key}: (\d+)", text, re.MULTILINE)
     return int(m.group(1)) if m else None
 
 
@@ -66,7 +66,7 @@ def parse_instructions(text: str) -> list[tuple[str | None, Instruction]]:
     block: str | None = None
     in_text = False
     for no, raw in enumerate(text.splitlines(), 1):
-        if raw.startswith("\t.text") or raw.startswith("\t.section\t.text"):
+        if raw.startswith(("\t.text", "\t.section\t.text")):
             in_text = True
         if raw.startswith("\t.section") and ".text" not in raw:
             in_text = False
@@ -118,7 +118,7 @@ def find_loops(text: str) -> list[Loop]:
 
 
 def is_mfma(m: str) -> bool:
-    return m.startswith("v_mfma") or m.startswith("v_smfmac")
+    return m.startswith(("v_mfma", "v_smfmac"))
 
 
 def is_scratch(m: str) -> bool:
@@ -155,7 +155,7 @@ def classify(ins: Instruction) -> str:
         return "branch"
     if m.startswith("s_barrier"):
         return "barrier"
-    if m.startswith("s_load") or m.startswith("s_buffer_load"):
+    if m.startswith(("s_load", "s_buffer_load")):
         return "scalar_load"
     if m.startswith("v_"):
         return "valu"
@@ -178,7 +178,7 @@ def mfma_format(ins: Instruction) -> str | None:
 
 def instruction_mix(instructions: list[Instruction]) -> dict:
     classes = Counter(classify(i) for i in instructions)
-    by_width = lambda prefix: dict(sorted(Counter(  # noqa: E731
+    by_width = lambda prefix: dict(sorted(Counter(
         i.mnemonic for i in instructions if classify(i) == prefix).items()))
     return {
         "instructions": len(instructions),

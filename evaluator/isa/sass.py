@@ -41,7 +41,7 @@ def ptxas_resource_usage(ptx: str, arch: str = "sm_90a") -> ResourceUsage:
         src = Path(tmp, "k.ptx")
         src.write_text(ptx)
         result = subprocess.run([_tool("ptxas"), "-v", "--gpu-name", arch, str(src), "-o", str(Path(tmp, "k.o"))],
-                                capture_output=True, text=True, timeout=300)
+                                capture_output=True, text=True, timeout=300, check=False)
     return parse_ptxas_report(result.stdout + result.stderr)
 
 
@@ -63,7 +63,7 @@ def disassemble(cubin: bytes) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp, "k.cubin")
         path.write_bytes(cubin)
-        result = subprocess.run([_tool("nvdisasm"), "-c", str(path)], capture_output=True, text=True, timeout=300)
+        result = subprocess.run([_tool("nvdisasm"), "-c", str(path)], capture_output=True, text=True, timeout=300, check=False)
     if result.returncode != 0:
         raise RuntimeError(f"nvdisasm failed: {result.stderr.strip()}")
     return result.stdout
@@ -133,7 +133,7 @@ def classify(ins: Instruction) -> str:
         return "global_load"
     if m.startswith(("STG", "RED", "ATOMG")):
         return "global_store"
-    if m.startswith("LDSM") or m.startswith("LDS"):
+    if m.startswith("LDS"):  # LDS, LDSM
         return "shared_load"
     if m.startswith("STS"):
         return "shared_store"

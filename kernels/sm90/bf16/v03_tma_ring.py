@@ -13,6 +13,11 @@ What to look for in SASS: the same `UTMALDG.2D` pair and `SYNCS.PHASECHK` wait p
 targets a slot computed from the iteration count; shared memory grows to NUM_STAGES x 32 KiB; HGMMA is still
 followed at once by `WARPGROUP.DEPBAR.LE gsb0, 0x0`: the warps wait for every MMA before issuing the next
 copies, which the next stage removes.
+
+Figures at 4096^3 with the default knobs, compile-only (ptxas -v, sm_90a): 154 registers, 0 spills, 96 KiB shared
+with 3 stages (two CTAs fit on an SM). Measured on an H200 (benchmarks/results/sm90_bf16_ladder.json, 2026-11-29;
+do_bench medians, torch.matmul side by side): 671 TFLOP/s at 4096^3 (0.92x), 620 at 8192^3 (0.92x), 93% tensor-pipe
+active.
 """
 import torch
 import triton
