@@ -61,7 +61,7 @@ def test_ladder_has_ten_stages_in_order():
 def test_contract_declarations(name):
     path = FP8 if name == "fp8" else LADDER / f"{name}.py"
     module, spec = load_candidate(path)
-    assert module.STAGE == (name[:3] if name != "fp8" else "v09")
+    assert module.STAGE == (name[:3] if name != "fp8" else "v09-fp8")
     assert module.TECHNIQUE and module.__doc__ and len(module.__doc__) > 300
     assert spec.target == "sm90" and spec.out_dtype == "bfloat16"
     assert spec.dtype == ("float8_e4m3fn" if name == "fp8" else "bfloat16")

@@ -36,7 +36,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-STAGE = "v09"
+STAGE = "v09-fp8"
 TECHNIQUE = "final bf16 stage with e4m3 operands (QGMMA), per-tensor scales in the epilogue"
 TARGET = "sm90"
 DTYPE = "float8_e4m3fn"
