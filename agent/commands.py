@@ -71,9 +71,10 @@ def register(subparsers) -> None:
                      help="measured mode: accept when the speedup's 95%% lower bound exceeds 1 + this (default 0.01)")
     run.add_argument("--max-spills", type=_non_negative(int), default=0,
                      help="spill instructions allowed in the hot loop by the static screen (default 0)")
-    run.add_argument("--max-tokens", type=_positive_int, help="stop once the run has used this many LLM tokens")
+    run.add_argument("--max-tokens", type=_positive_int,
+                     help="stop once the run has used this many LLM tokens (checked between candidates)")
     run.add_argument("--max-wall", type=_non_negative(float), metavar="SECONDS",
-                     help="stop after this many seconds (this invocation)")
+                     help="stop after this many seconds of this invocation (checked between candidates)")
     run.add_argument("--seed", type=int, default=0, help="seed for LLM sampling and runtime inputs (default 0)")
     run.add_argument("--request-timeout", type=_non_negative(float), default=120.0,
                      help="seconds per LLM request (default 120)")

@@ -11,11 +11,11 @@ import pytest
 from agent_support import REPO, V00, V02, fsck_clean, git, knobs_line, nearpeak, need, refs, trailers_at
 from fakellm import FakeLLM, Reply, Status
 
-from agent.ledger import MAIN, Ledger, attempt_ref
+from agent.ledger import MAIN, Ledger, LedgerError, attempt_ref
 
 WRITER = """
 import sys
-from agent.ledger import MAIN, Ledger, attempt_ref
+from agent.ledger import MAIN, Ledger, LedgerError, attempt_ref
 ledger = Ledger(sys.argv[1])
 ledger.lock()
 ledger.recover()
@@ -106,3 +106,32 @@ def test_killed_run_resumes_with_a_complete_history(tmp_path, capsys):
     assert Ledger(run).resolve(MAIN) == git(run, "rev-parse", "HEAD").strip()
     assert git(run, "status", "--porcelain") == ""
     fsck_clean(run)
+
+
+def test_recover_discards_a_half_written_work_tree_and_stale_git_locks(tmp_path):
+    path = tmp_path / "run"
+    ledger = Ledger.create(path, {"kernel.py": b"version = 0\n"}, "start\n\nStep: 0\nVerdict: baseline\n")
+    (path / "kernel.py").write_text("half written")
+    (path / "stray.txt").write_text("left behind")
+    (path / ".git" / "refs" / "heads" / "main.lock").write_text("stale")
+    cleaned = ledger.recover()
+    assert ".git/refs/heads/main.lock" in cleaned and "work tree reset to main" in cleaned
+    assert (path / "kernel.py").read_text() == "version = 0\n" and not (path / "stray.txt").exists()
+    head = ledger.resolve(MAIN)
+    ledger.commit({"kernel.py": b"version = 1\n"}, "s1\n\nStep: 1\nVerdict: accepted\n", parent=head, ref=MAIN)
+    fsck_clean(path)
+
+
+def test_ledger_refuses_a_second_writer_and_a_stale_parent(tmp_path):
+    path = tmp_path / "run"
+    ledger = Ledger.create(path, {"kernel.py": b"version = 0\n"}, "start\n\nStep: 0\nVerdict: baseline\n")
+    with pytest.raises(LedgerError, match="in use by another nearpeak process"):
+        Ledger(path).lock(wait=0.2)
+    root = ledger.resolve(MAIN)
+    ledger.commit({"kernel.py": b"version = 1\n"}, "s1\n\nStep: 1\nVerdict: accepted\n", parent=root, ref=MAIN)
+    with pytest.raises(LedgerError, match="expected"):  # main moved on: compare-and-swap refuses
+        ledger.commit({"kernel.py": b"version = 2\n"}, "s2\n\nStep: 2\nVerdict: accepted\n", parent=root, ref=MAIN)
+    with pytest.raises(LedgerError, match="already exists"):  # an attempt ref is written once
+        for _ in range(2):
+            ledger.commit({"kernel.py": b"x\n"}, "a\n\nStep: 2\nVerdict: rejected\n", parent=root,
+                          ref=attempt_ref(2, 1))
