@@ -304,7 +304,9 @@ def cmd_replay(args) -> int:
             print(f"step {drift.step} ({drift.commit[:12]}): " + ("; ".join(drift.problems) or "reproduced") + notes)
         bad = [d for d in drifts if d.problems]
         print(f"\nverify: {len(drifts) - len(bad)}/{len(drifts)} accepted step(s) reproduced")
-        status = EXIT_CANDIDATE if bad else EXIT_OK
+        intact, detail = ledger.fsck()
+        print("repository: git fsck clean" if intact else f"repository: git fsck FAILED: {detail}")
+        status = EXIT_CANDIDATE if bad or not intact else EXIT_OK
     if args.plot:
         plot(ledger, Path(args.plot))
         print(f"plot: {args.plot}")

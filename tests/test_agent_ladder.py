@@ -97,6 +97,7 @@ def test_replay_verify_reproduces_every_accepted_step_and_plots(ladder_run, caps
     accepted = 1 + sum(e["verdict"] == "accepted" for e in result["entries"])
     assert code == 0, out
     assert f"verify: {accepted}/{accepted} accepted step(s) reproduced" in out
+    assert "repository: git fsck clean" in out
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

@@ -93,3 +93,13 @@ def test_duplicate_counter_rows_of_one_dispatch_are_summed():
     text = ("Dispatch_Id,Kernel_Name,Counter_Name,Counter_Value\n"
             "5,k,SQ_BUSY_CYCLES,10\n5,k,SQ_BUSY_CYCLES,15\n")
     assert rocprof.parse_counter_collection(text)[0]["counters"] == {"SQ_BUSY_CYCLES": 25.0}
+
+
+def test_ncu_csv_captured_on_the_h200():
+    """Captured by benchmarks/device_session.sh on the H200 (v09 at 4096^3, three launches)."""
+    launches = ncu.parse_ncu_csv((FIXTURES / "ncu_h200_v09_captured.csv").read_text())
+    assert len(launches) == 3 and {x["kernel"] for x in launches} == {"gemm_kernel"}
+    assert all(x["metrics"][ncu.REGISTERS] == 168 for x in launches)
+    summary = ncu.summarize_ncu(launches)
+    assert summary["matrix_path"] == "wgmma" and summary["gmma_instructions"] == 1048576
+    assert 90 < summary["tensor_pipe_active_pct"] < 100
