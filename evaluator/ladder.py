@@ -70,6 +70,10 @@ def correlation(rows: list[dict]) -> dict:
             "between": "static estimated_efficiency and the seed's published MFMA efficiency"}
 
 
+def _fixed(value, digits: int) -> str | None:
+    return None if value is None else f"{value:.{digits}f}"
+
+
 def render(target: str, rows: list[dict], corr: dict | None) -> str:
     if target == "gfx950":
         headers = ["stage", "technique", "VGPR", "AGPR", "SGPR", "spills", "loop spills", "LDS KiB", "occ",
@@ -85,8 +89,9 @@ def render(target: str, rows: list[dict], corr: dict | None) -> str:
                    "TFLOPS", "x vendor", "correct"]
         body = [[r["stage"], (r["technique"] or "")[:34], r.get("registers"), r.get("spills"), r.get("hot_loop_spills"),
                  None if r.get("shared_bytes") is None else round(r["shared_bytes"] / 1024, 1),
-                 r.get("matrix_per_k_iteration"), pct(r.get("estimated_efficiency")), r.get("measured_tflops"),
-                 r.get("measured_ratio_vs_vendor"), r.get("measured_correct")] if r["status"] == "ok"
+                 r.get("matrix_per_k_iteration"), pct(r.get("estimated_efficiency")),
+                 _fixed(r.get("measured_tflops"), 1), _fixed(r.get("measured_ratio_vs_vendor"), 3),
+                 r.get("measured_correct")] if r["status"] == "ok"
                 else [r["stage"], f"{r['status']}: {r['message']}"[:60]] + [None] * 9 for r in rows]
     out = [table(body, headers), "",
            "est. eff = STATIC ESTIMATE of matrix-unit busy fraction in the hot loop (docs/static-model.md)."]
