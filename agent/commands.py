@@ -55,8 +55,11 @@ def register(subparsers) -> None:
     run = subparsers.add_parser("run", help="optimize a kernel: propose, evaluate, accept, commit to a run ledger",
                                 description="Start an optimization run (or --resume one). Each run is a git "
                                             "repository under --runs-dir; see docs/ledger-format.md.")
-    run.add_argument("--target", choices=sorted(TARGETS), help="GPU family to optimize for")
-    run.add_argument("--from", dest="from_file", metavar="KERNEL_FILE", help="starting kernel (contract file)")
+    run.add_argument("--target", choices=sorted(TARGETS),
+                     help="GPU family to optimize for (default: the starting kernel's TARGET)")
+    run.add_argument("--from", dest="from_file", metavar="KERNEL_FILE",
+                     help="starting kernel (contract file; default: stage v00 of the target's ladder, gfx950 if "
+                          "no target is given)")
     run.add_argument("--proposer", choices=("llm", "ladder", "tune"),
                      help="where candidates come from (default: llm when an endpoint is configured through "
                           "OPENAI_API_KEY, OPENAI_BASE_URL or --base-url, else ladder)")
@@ -142,14 +145,24 @@ def _config_of(ledger: Ledger) -> RunConfig:
 # -- run -----------------------------------------------------------------------------------------------------
 
 
+# Where a bare `nearpeak run` starts: the first reference stage of the target's ladder (gfx950 by default,
+# which needs neither a GPU nor an API key: the ladder proposer and the static objective).
+DEFAULT_START = {"gfx950": "gfx950/fp16/v00_naive.py", "sm90": "sm90/bf16/v00_mma_v2.py"}
+
+
 def _new_run(args) -> tuple[Ledger, RunConfig]:
-    if not args.target or not args.from_file:
-        raise CommandError("--target and --from are required to start a run (or use --resume RUN)")
+    if not args.from_file:
+        from evaluator.ladder import KERNELS_DIR
+
+        args.target = args.target or "gfx950"
+        args.from_file = str(KERNELS_DIR / DEFAULT_START[args.target])
+        print(f"no --from given: starting from {args.from_file}", file=sys.stderr)
     kernel = Path(args.from_file)
     if not kernel.is_file():
         raise CommandError(f"no kernel file {kernel}")
     source = kernel.read_text()
     declared = declaration(source, "TARGET")
+    args.target = args.target or declared
     if declared != args.target:
         raise CommandError(f"{kernel} declares TARGET = {declared!r}, not {args.target!r}")
     proposer = args.proposer or ("llm" if endpoint_configured(args.base_url) else "ladder")

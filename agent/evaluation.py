@@ -42,7 +42,7 @@ class Judgement:
 
 
 class Evaluator:
-    """In-process evaluation through evaluator.api."""
+    """Evaluation through evaluator.api, every candidate in fresh sandboxed processes (evaluator.isolated)."""
 
     def __init__(self, target: str, seed: int):
         self.target = target
@@ -51,13 +51,12 @@ class Evaluator:
     def record(self, path: Path, run: bool | None) -> dict:
         from evaluator import api
 
-        return api.evaluate(str(path), target=self.target, run=run, seed=self.seed)
+        return api.evaluate(str(path), target=self.target, run=run, seed=self.seed, isolate=True)
 
     def compare(self, candidate: Path, incumbent: Path, shape, min_gain: float) -> dict:
-        from evaluator.runtime import compare
+        from evaluator import api
 
-        return compare(str(candidate), str(incumbent), target=self.target, shape=shape, min_gain=min_gain,
-                       seed=self.seed)
+        return api.compare(candidate, incumbent, target=self.target, shape=shape, min_gain=min_gain, seed=self.seed)
 
 
 def describe_failure(record: dict) -> str:
@@ -104,6 +103,9 @@ def judge_measured(candidate: dict, comparison: dict, min_gain: float) -> Judgem
                          (0.0,), True, comparison)
     if comparison.get("candidate_correct") is False:
         return Judgement(False, f"incorrect results during timing (measured): {comparison.get('candidate_verdict')}",
+                         (0.0,), True, comparison)
+    if comparison.get("error"):
+        return Judgement(False, f"interleaved timing failed: {comparison['error']}: {comparison.get('message')}",
                          (0.0,), True, comparison)
     low, speedup = comparison.get("ci_low"), comparison.get("speedup")
     score = (float(speedup or 0.0), float(low or 0.0))

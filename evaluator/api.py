@@ -126,3 +126,23 @@ def _gpu_of(path, target: str | None) -> bool:
 
         target = read_constant(path, "TARGET") if Path(path).is_file() else None
     return present == target
+
+
+def compare(candidate_path: str | Path, incumbent_path: str | Path, target: str | None = None, shape=None,
+            min_gain: float = 0.0, seed: int | None = None, timeout_s: float = 600.0) -> dict:
+    """Interleaved A/B timing of two kernels on this machine's GPU, in a fresh sandboxed process.
+
+    Returns the comparison (speedup, ci_low, ci_high, accepted, method, samples). When the sandboxed
+    process fails (timeout, crash, GPU fault, no GPU) the result has `accepted` False and an `error`.
+    """
+    from .sandbox import run_isolated
+
+    result = run_isolated("evaluator.runtime.evaluate:compare",
+                          {"candidate_path": str(Path(candidate_path).resolve()),
+                           "incumbent_path": str(Path(incumbent_path).resolve()), "target": target,
+                           "shape": list(shape) if shape else None, "min_gain": min_gain, "seed": seed},
+                          timeout_s=timeout_s)
+    if result.ok:
+        return result.value
+    return {"accepted": False, "error": result.verdict, "message": result.message, "speedup": None,
+            "ci_low": None, "ci_high": None, "method": "interleaved A/B in a sandboxed process (failed)"}

@@ -18,7 +18,7 @@ def no_ambient_endpoint(monkeypatch):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["run", "--from", "x.py"], "--target and --from are required"),
+    (["run", "--from", "x.py"], "no kernel file x.py"),
     (["run", "--target", "gfx950", "--from", "no/such/kernel.py"], "no kernel file"),
     (["run", "--target", "sm90", "--from", str(V00)], "declares TARGET = 'gfx950', not 'sm90'"),
     (["run", "--target", "gfx950", "--from", str(V00), "--proposer", "llm"], "the llm proposer needs an endpoint"),
@@ -68,3 +68,11 @@ def test_wall_budget_stops_cleanly_and_resume_continues(capsys, tmp_path):
     code, out, err = nearpeak(capsys, "run", "--resume", "budget", "--runs-dir", runs, "--steps", "1")
     assert code == 0, err
     assert "all 1 steps done" in out and "\n1.1 " in out
+
+
+def test_bare_run_starts_from_the_gfx950_ladder(capsys, tmp_path):
+    need(V00)
+    code, out, err = nearpeak(capsys, "run", "--steps", "1", "--runs-dir", tmp_path)
+    assert code == 0, err
+    assert "starting from" in err and "v00_naive.py" in err
+    assert "static estimate" in out + err
