@@ -104,10 +104,12 @@ def test_integrity_sees_a_patched_timer(monkeypatch):
 
 
 def test_file_hashes_change_with_content(tmp_path):
+    from evaluator import integrity
+
     (tmp_path / "x.py").write_text("A = 1\n")
-    before = defenses.hash_files(tmp_path)
+    before = integrity.snapshot(tmp_path)
     (tmp_path / "x.py").write_text("A = 2\n")
-    assert defenses.hash_files(tmp_path) != before
+    assert before.changes(integrity.snapshot(tmp_path)) == ("x.py",)
 
 
 # ---------------------------------------------------------------------------------------------

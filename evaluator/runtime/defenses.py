@@ -17,15 +17,14 @@ Each defense answers one way a candidate could look fast or correct without bein
 """
 from __future__ import annotations
 
-import hashlib
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
+from .. import integrity
 from .correctness import (
     ShapeCheck,
     fill_operands,
@@ -37,8 +36,6 @@ from .correctness import (
     tolerance_for,
 )
 from .timing import Timer
-
-EVALUATOR_ROOT = Path(__file__).resolve().parents[1]
 
 
 def _check(name: str, ok: bool, detail: str, **extra) -> dict:
@@ -181,12 +178,6 @@ def speed_of_light(measured_tflops: float, peak_tflops: float | None, datasheet_
 # Integrity of the evaluator
 
 
-def hash_files(root: Path = EVALUATOR_ROOT) -> dict[str, str]:
-    """sha256 of every Python file of the evaluator package."""
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*.py"))}
-
-
 def _watched() -> dict[str, object]:
     """The callables the evaluator's numbers depend on, by name."""
     watched: dict[str, object] = {
@@ -207,17 +198,16 @@ class Integrity:
     """What the evaluator relies on, captured before the candidate is imported."""
 
     functions: dict[str, int]
-    files: dict[str, str]
+    files: integrity.Snapshot
 
     @classmethod
     def capture(cls) -> Integrity:
-        return cls(functions={k: id(v) for k, v in _watched().items()}, files=hash_files())
+        return cls(functions={k: id(v) for k, v in _watched().items()}, files=integrity.snapshot())
 
     def check(self) -> dict:
         now = _watched()
         patched = sorted(k for k, v in now.items() if self.functions.get(k) != id(v))
-        files = hash_files()
-        changed = sorted(k for k in set(files) | set(self.files) if files.get(k) != self.files.get(k))
+        changed = self.files.changes(integrity.snapshot())
         ok = not patched and not changed
         parts = []
         if patched:
