@@ -9,32 +9,13 @@ import ast
 import hashlib
 import json
 
+from evaluator.contract import assignment, declaration
+
+__all__ = ["declaration", "knob_free_hash", "module_docstring", "replace_knobs", "sha256"]
+
 
 def sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def _assignment(tree: ast.Module, name: str) -> ast.Assign | ast.AnnAssign | None:
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
-            return node
-        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == name:
-            return node
-    return None
-
-
-def declaration(source: str, name: str, default=None):
-    """The literal value of module-level `name = <literal>`, or `default` when absent or not a literal."""
-    try:
-        node = _assignment(ast.parse(source), name)
-    except SyntaxError:
-        return default
-    if node is None or node.value is None:
-        return default
-    try:
-        return ast.literal_eval(node.value)
-    except ValueError:
-        return default
 
 
 def module_docstring(source: str) -> str | None:
@@ -59,7 +40,7 @@ def _span(source: str, node: ast.AST) -> tuple[int, int]:
 
 def replace_knobs(source: str, knobs: dict[str, int]) -> str:
     """Rewrite the value of the module-level `KNOBS = {...}` dict, keeping the rest of the file untouched."""
-    node = _assignment(ast.parse(source), "KNOBS")
+    node = assignment(ast.parse(source), "KNOBS")
     if node is None or node.value is None:
         raise ValueError("the kernel has no module-level KNOBS = {...} to rewrite")
     start, end = _span(source, node.value)

@@ -19,8 +19,8 @@ storage-less tensors, the runtime calls it with real ones. docs/kernel-contract.
 """
 from __future__ import annotations
 
+import ast
 import importlib.util
-import re
 import sys
 import traceback
 from dataclasses import dataclass, field
@@ -62,10 +62,34 @@ class KernelSpec:
         }
 
 
-def read_constant(path: str | Path, name: str) -> str | None:
-    """A module-level string constant of a kernel file, read without importing (running) the file."""
-    m = re.search(rf'^{name}\s*=\s*["\'](.+?)["\']', Path(path).read_text(), re.MULTILINE)
-    return m.group(1) if m else None
+def assignment(tree: ast.Module, name: str) -> ast.Assign | ast.AnnAssign | None:
+    """The module-level statement that assigns `name`, if any."""
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            return node
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == name:
+            return node
+    return None
+
+
+def declaration(source: str, name: str, default=None):
+    """The literal value of module-level `name = <literal>` in a kernel's source, read without running it;
+    `default` when absent or not a literal."""
+    try:
+        node = assignment(ast.parse(source), name)
+    except SyntaxError:
+        return default
+    if node is None or node.value is None:
+        return default
+    try:
+        return ast.literal_eval(node.value)
+    except ValueError:
+        return default
+
+
+def read_constant(path: str | Path, name: str, default=None):
+    """`declaration` of a kernel file on disk."""
+    return declaration(Path(path).read_text(), name, default)
 
 
 def _candidate_frame_line(path: str, tb) -> int | None:
