@@ -39,9 +39,10 @@ def evaluate_static(path: str | Path, target: str | None = None, shape=None, kno
     try:
         module, spec = load_candidate(path)
         target = target or spec.target
-        tgt = get_target(target) if target in ("gfx950", "sm90") else None
-        if tgt is None:
-            raise UsageError(f"unknown target {target!r}; use gfx950 or sm90")
+        try:
+            tgt = get_target(target)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
         shape = tuple(shape or spec.benchmark_shape)
         started = time.perf_counter()
         kernels = compile_candidate(module, spec, tgt, shape, knobs)
@@ -91,23 +92,22 @@ def evaluate(path: str | Path, target: str | None = None, shape=None, knobs: dic
     evaluation runs in this process after the policy check, which keeps the scorer fast. `run=True`
     without such a GPU gives a record with status "no_device".
     """
-    from .policy import check_policy, describe
-
-    if Path(path).is_file():
-        violations = check_policy(str(path))
-        if violations:
-            record = _base_record(str(path), target)
-            record.update(status="policy_violation", message=describe(violations), line=violations[0].line,
-                          policy={"violations": [v.to_dict() for v in violations]})
-            return record
     wants_gpu = run is True or (run is None and _gpu_of(path, target))
     if isolate or wants_gpu:
-        from .isolated import evaluate_isolated
+        from .isolated import evaluate_isolated  # runs the policy check itself
 
         record = evaluate_isolated(path, target, shape, knobs, run=run, seed=seed, timeout_s=timeout_s,
                                    profile=profile)
-        if dump_dir and record.get("status") == "ok":
+        if dump_dir and record.get("status") == "ok":  # the sandboxed compile kept nothing on disk
             record["dumped"] = evaluate_static(path, target, shape, knobs, dump_dir).get("dumped")
+        return record
+    from .policy import check_policy, describe
+
+    violations = check_policy(str(path)) if Path(path).is_file() else []
+    if violations:
+        record = _base_record(str(path), target)
+        record.update(status="policy_violation", message=describe(violations), line=violations[0].line,
+                      policy={"violations": [v.to_dict() for v in violations]})
         return record
     return evaluate_static(path, target, shape, knobs, dump_dir)
 

@@ -110,3 +110,11 @@ def test_foreign_kernel_through_its_own_host_function():
 def test_foreign_kernel_argument_errors(args, message):
     out = nearpeak("eval", str(TEST_KERNELS / "foreign_tutorial_style.py"), "--target", "gfx950", *args)
     assert out.returncode in (EXIT_USAGE, EXIT_CANDIDATE) and message in out.stderr and "Traceback" not in out.stderr
+
+
+def test_policy_violation_is_reported_before_anything_runs():
+    cheat = ROOT / "tests" / "adversarial" / "candidates" / "policy_matmul_in_launch.py"
+    out = nearpeak("eval", str(cheat), "--json")
+    record = json.loads(out.stdout)
+    assert out.returncode == EXIT_CANDIDATE and record["status"] == "policy_violation"
+    assert record["line"] and "vendor_gemm" in record["message"] and "static" not in record
