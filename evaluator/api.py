@@ -49,7 +49,7 @@ def evaluate_static(path: str | Path, target: str | None = None, shape=None, kno
         compile_s = time.perf_counter() - started
         record = _base_record(path, target)
         record.update(shape=list(shape), knobs={**spec.knobs, **(knobs or {})}, spec=spec.to_dict(),
-                      compile_seconds=round(compile_s, 3), static=analyze(kernels, tgt, shape))
+                      compile_seconds=round(compile_s, 3), static=analyze(kernels, tgt))
         if dump_dir:
             record["dumped"] = dump_artifacts(kernels, tgt, dump_dir)
         return record
@@ -70,7 +70,7 @@ def evaluate_foreign(path: str | Path, entry: str, args: list[str], target: str,
         kernels = compile_foreign(path, entry, args, tgt)
         record = _base_record(path, target)
         record.update(entry=entry, args=list(args), shape=None, compile_seconds=round(time.perf_counter() - started, 3),
-                      static=analyze(kernels, tgt, None))
+                      static=analyze(kernels, tgt))
         if dump_dir:
             record["dumped"] = dump_artifacts(kernels, tgt, dump_dir)
         return record

@@ -12,7 +12,7 @@ from pathlib import Path
 from .compile import CompiledKernel
 from .isa import amdgcn, sass
 from .isa.common import Loop
-from .model import AmdCosts, estimate_amdgcn, estimate_sass, mfma_cycles
+from .model import AmdCosts, estimate_amdgcn, estimate_sass
 from .targets import Target
 
 EXCERPT_LINES = 60
@@ -82,9 +82,7 @@ def analyze_gfx950(kernel: CompiledKernel, target: Target) -> dict:
     conflict = 4 if "unswizzled_shared" in layouts and "padded_shared" not in layouts else 1
     estimate = estimate_amdgcn(loop.instructions, target.matrix_cycles, AmdCosts(bank_conflict_ways=conflict))
     report.update(
-        hot_loop={**mix, "header": loop.header,
-                  "mfma_cycles": sum(mfma_cycles(i, target.matrix_cycles) for i in loop.instructions
-                                     if amdgcn.is_mfma(i.mnemonic)),
+        hot_loop={**mix, "header": loop.header, "mfma_cycles": estimate.matrix_cycles,
                   "excerpt": loop.excerpt(EXCERPT_LINES)},
         hot_loop_spills=mix["scratch_load"] + mix["scratch_store"],
         estimated_efficiency=round(estimate.estimated_efficiency, 4),
@@ -139,7 +137,7 @@ def analyze_sm90(kernel: CompiledKernel, target: Target) -> dict:
     return report
 
 
-def analyze(kernels: list[CompiledKernel], target: Target, shape) -> dict:
+def analyze(kernels: list[CompiledKernel], target: Target) -> dict:
     """Report every compiled kernel; the headline is the one doing the matrix work."""
     analyse = analyze_gfx950 if target.backend == "hip" else analyze_sm90
     reports = [analyse(k, target) for k in kernels]

@@ -17,7 +17,7 @@ def small():
     kernels = compile_candidate(module, spec, GFX950)
     from evaluator.static import analyze
 
-    return kernels[0], analyze(kernels, GFX950, spec.benchmark_shape)
+    return kernels[0], analyze(kernels, GFX950)
 
 
 def test_mfma_count_equals_mfma_lines_in_assembly(small):

@@ -16,7 +16,7 @@ def small():
     kernels = compile_candidate(module, spec, SM90)
     from evaluator.static import analyze
 
-    return kernels[0], analyze(kernels, SM90, spec.benchmark_shape)
+    return kernels[0], analyze(kernels, SM90)
 
 
 def test_wgmma_count_equals_hgmma_lines_in_sass(small):
