@@ -84,23 +84,22 @@ def _finish(matrix: int, times: list[float], stalls: dict) -> LoopEstimate:
 # ----------------------------------------------------------------------------------------------- gfx950
 
 _WAIT = re.compile(r"(vmcnt|lgkmcnt)\((\d+)\)")
-_WIDTH = re.compile(r"_b(\d+)|_u(\d+)|_i(\d+)|_dwordx?(\d*)")
+_LDS_WIDTH = re.compile(r"_[bui](\d+)")  # ds_read_b128, ds_read_u8, ds_write_b64 ...
+# f8f6f4 MFMAs run at the fp8 rate when either operand is 8-bit, else at the fp4 rate (fp6 = fp4 on CDNA4).
+_RATE_CLASS = {"fp8": "fp8", "bf8": "fp8", "fp6": "fp4", "bf6": "fp4", "fp4": "fp4"}
 
 
 def _lds_bytes(mnemonic: str) -> int:
-    m = re.search(r"_b(\d+)", mnemonic)
-    if m:
-        return int(m.group(1)) // 8
-    if "b128" in mnemonic or "dwordx4" in mnemonic:
-        return 16
-    return 4
+    width = _LDS_WIDTH.search(mnemonic)
+    return max(1, int(width.group(1)) // 8) if width else 4
 
 
 def mfma_cycles(ins: Instruction, table: dict[str, int]) -> int:
     fmt = amdgcn.mfma_format(ins)
-    key = f"{ins.mnemonic}:{fmt.split('x')[0]}" if fmt else ins.mnemonic
-    if fmt and fmt.startswith(("bf8", "fp8")):
-        key = f"{ins.mnemonic}:fp8"
+    key = ins.mnemonic
+    if fmt:
+        classes = {_RATE_CLASS.get(f, "fp8") for f in fmt.split("x")}
+        key = f"{ins.mnemonic}:{'fp8' if 'fp8' in classes else 'fp4'}"
     if key in table:
         return table[key]
     shape = re.search(r"(\d+)x(\d+)x(\d+)", ins.mnemonic)
