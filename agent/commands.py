@@ -11,16 +11,18 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from evaluator.errors import EXIT_CANDIDATE, EXIT_OK, EXIT_USAGE
+from evaluator.ladder import KERNELS_DIR
 from evaluator.targets import TARGETS
 
 from .config import RunConfig
 from .evaluation import MEASURED, OBJECTIVES, STATIC, Evaluator, describe_failure
-from .ledger import Ledger, LedgerError
-from .loop import KERNEL, RUN, Budget, Optimizer, baseline_commit
+from .ledger import MAIN, Ledger, LedgerError
+from .loop import KERNEL, Budget, Optimizer, baseline_commit
+from .prompt import PlaybookEntry
 from .proposers.ladder import LadderProposer, default_ladder_dir, load_stages
 from .proposers.llm import LLMProposer, LLMSettings, endpoint_configured
 from .proposers.tune import TuneCache, TuneProposer
-from .reading import format_table, history, history_json, plot, show, verify
+from .reading import format_table, history, history_json, plot, run_config, show, verify
 from .source import declaration
 
 DEFAULT_MODEL = "gpt-4o"
@@ -138,8 +140,10 @@ def _open(run: str, runs_dir: str) -> Ledger:
     return Ledger(_run_path(run, runs_dir))
 
 
-def _config_of(ledger: Ledger) -> RunConfig:
-    return RunConfig.from_json(ledger.read(ledger.main_line()[0].sha, RUN))
+def _require_endpoint(base_url: str | None) -> None:
+    if not endpoint_configured(base_url):
+        raise CommandError("the llm proposer needs an endpoint: set OPENAI_API_KEY (and OPENAI_BASE_URL) or "
+                           "pass --base-url")
 
 
 # -- run -----------------------------------------------------------------------------------------------------
@@ -152,8 +156,6 @@ DEFAULT_START = {"gfx950": "gfx950/fp16/v00_naive.py", "sm90": "sm90/bf16/v00_mm
 
 def _new_run(args) -> tuple[Ledger, RunConfig]:
     if not args.from_file:
-        from evaluator.ladder import KERNELS_DIR
-
         args.target = args.target or "gfx950"
         args.from_file = str(KERNELS_DIR / DEFAULT_START[args.target])
         print(f"no --from given: starting from {args.from_file}", file=sys.stderr)
@@ -166,9 +168,8 @@ def _new_run(args) -> tuple[Ledger, RunConfig]:
     if declared != args.target:
         raise CommandError(f"{kernel} declares TARGET = {declared!r}, not {args.target!r}")
     proposer = args.proposer or ("llm" if endpoint_configured(args.base_url) else "ladder")
-    if proposer == "llm" and not endpoint_configured(args.base_url):
-        raise CommandError("the llm proposer needs an endpoint: set OPENAI_API_KEY (and OPENAI_BASE_URL) or "
-                           "pass --base-url")
+    if proposer == "llm":
+        _require_endpoint(args.base_url)
     run_id = args.run_id or f"{kernel.stem}-{args.target}-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}"
     path = Path(args.runs_dir) / run_id
     if path.exists() and any(path.iterdir()):
@@ -204,7 +205,7 @@ def _resumed_run(args) -> tuple[Ledger, RunConfig]:
     cleaned = ledger.recover()
     if cleaned:
         _say(f"recovered {ledger.path}: {', '.join(cleaned)}")
-    config = _config_of(ledger)
+    config = run_config(ledger)
     overrides = {k: v for k, v in {"steps": args.steps, "base_url": args.base_url, "model": args.model,
                                    "max_tokens": args.max_tokens}.items() if v is not None}
     # The wall-clock budget is per invocation: a run stopped by it must not stop again at once on resume.
@@ -219,21 +220,15 @@ class StartFailure(Exception):
 
 def make_proposer(config: RunConfig, runs_dir: Path, dtype: str | None):
     """The configured proposer; `dtype` (the starting kernel's DTYPE) picks the target's ladder."""
-    ladder = Path(config.ladder_dir) if config.ladder_dir else None
+    if config.proposer == "tune":
+        return TuneProposer(TuneCache(runs_dir / TUNE_CACHE))
+    ladder = Path(config.ladder_dir) if config.ladder_dir else default_ladder_dir(config.target, dtype)
     if config.proposer == "ladder":
-        if ladder is None:
-            ladder = default_ladder_dir(config.target, dtype)
         if not ladder.is_dir():
             raise CommandError(f"no ladder directory {ladder}")
         return LadderProposer(ladder)
-    if config.proposer == "tune":
-        return TuneProposer(TuneCache(runs_dir / TUNE_CACHE))
-    if not endpoint_configured(config.base_url):
-        raise CommandError("the llm proposer needs OPENAI_API_KEY/OPENAI_BASE_URL or --base-url")
-    playbook_dir = ladder or default_ladder_dir(config.target, dtype)
-    from .prompt import PlaybookEntry
-
-    playbook = [PlaybookEntry(s.name, s.technique) for s in load_stages(playbook_dir)] if playbook_dir.is_dir() else []
+    _require_endpoint(config.base_url)
+    playbook = [PlaybookEntry(s.name, s.technique) for s in load_stages(ladder)] if ladder.is_dir() else []
     settings = LLMSettings(model=config.model or DEFAULT_MODEL, base_url=config.base_url,
                            request_timeout=config.request_timeout, retries=config.retries,
                            backoff=config.retry_backoff, seed=config.seed)
@@ -277,7 +272,7 @@ def cmd_history(args) -> int:
     if args.json:
         print(json.dumps(history_json(ledger), indent=1))
         return EXIT_OK
-    config = _config_of(ledger)
+    config = run_config(ledger)
     print(f"run: {ledger.path}\ntarget: {config.target}  proposer: {config.proposer}  mode: {config.mode}\n"
           f"accept rule: {config.objective}\n")
     print(format_table(history(ledger)))
@@ -298,13 +293,13 @@ def cmd_show(args) -> int:
 @_guarded
 def cmd_replay(args) -> int:
     ledger = _open(args.run, args.runs_dir)
-    config = _config_of(ledger)
+    config = run_config(ledger)
     if args.plot:
         try:
             import matplotlib  # noqa: F401 - only checking that it is there
         except ImportError:
             raise CommandError("--plot needs matplotlib: pip install 'nearpeak[plot]'") from None
-    rows = [r for r in history(ledger) if r.ref == "refs/heads/main"]
+    rows = [r for r in history(ledger) if r.ref == MAIN]
     print(f"run: {ledger.path} ({config.mode} mode)\n")
     print(format_table(rows))
     status = EXIT_OK

@@ -10,6 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 NO_GPU = "none (compile-only on CPU)"
+# The record's static figures fixed by the compiler's output for a given source: what the prompt shows and
+# what `replay --verify` requires to reproduce exactly.
+STATIC_KEYS = ("registers", "spills", "hot_loop_spills", "shared_bytes", "occupancy", "matrix_instructions",
+               "estimated_efficiency")
 
 
 @dataclass(frozen=True)
@@ -102,7 +106,7 @@ def headline(record: dict) -> str:
     """A short human line: measured figures when there are any, else the static estimate, named so."""
     f = figures(record)
     if f.status != "ok":
-        return f"{f.status}"
+        return f.status
     parts = []
     if f.measured:
         parts.append(f"{_num(f.tflops_measured)} TFLOPS (measured)")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from evaluator.targets import get_target
 
 from .edits import format_instructions
-from .figures import figures, headline
+from .figures import STATIC_KEYS, figures, headline
 from .proposers import ProposalContext
 
 HISTORY_LIMIT = 30
@@ -48,8 +48,7 @@ def _evaluation_section(record: dict) -> str:
     f = figures(record)
     static = record.get("static") or {}
     lines = [f"- status: {f.status}", f"- headline: {headline(record)}"]
-    for key in ("registers", "spills", "hot_loop_spills", "shared_bytes", "occupancy", "matrix_instructions",
-                "estimated_efficiency"):
+    for key in STATIC_KEYS:
         if key in static:
             label = " (static estimate, 0..1)" if key == "estimated_efficiency" else ""
             lines.append(f"- {key}: {static[key]}{label}")

@@ -13,12 +13,10 @@ from pathlib import Path
 
 from .config import RunConfig
 from .evaluation import Evaluator
+from .figures import STATIC_KEYS
 from .ledger import MAIN, Entry, Ledger
 from .loop import KERNEL, RECORD, RUN, STEP
 
-# Static figures that must reproduce exactly on re-evaluation (same compiler, same source).
-STATIC_KEYS = ("registers", "spills", "hot_loop_spills", "shared_bytes", "occupancy", "matrix_instructions",
-               "estimated_efficiency")
 RUNTIME_NOISE = 0.05   # relative drift of measured TFLOPS tolerated between two runs on one GPU model
 
 
@@ -53,9 +51,14 @@ def history(ledger: Ledger) -> list[HistoryRow]:
     return rows
 
 
+def run_config(ledger: Ledger) -> RunConfig:
+    """The configuration the run was created with (run.json of its root commit)."""
+    return RunConfig.from_json(ledger.read(ledger.main_line()[0].sha, RUN))
+
+
 def history_json(ledger: Ledger) -> dict:
-    config = RunConfig.from_json(ledger.read(ledger.main_line()[0].sha, RUN))
-    return {"run": asdict(config), "path": str(ledger.path), "entries": [asdict(r) for r in history(ledger)]}
+    return {"run": asdict(run_config(ledger)), "path": str(ledger.path),
+            "entries": [asdict(r) for r in history(ledger)]}
 
 
 def format_table(rows: list[HistoryRow]) -> str:

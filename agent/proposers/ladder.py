@@ -9,17 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from evaluator.contract import read_constant
+from evaluator.ladder import KERNELS_DIR, LADDER_DIRS
+
 from ..source import declaration, module_docstring, sha256
 from . import Candidate, ProposalContext
-
-KERNELS_DIR = Path(__file__).resolve().parents[2] / "kernels"
-# (target, operand dtype) -> ladder directory under kernels/; the first entry per target is its default.
-LADDERS = {
-    ("gfx950", "float16"): "gfx950/fp16",
-    ("gfx950", "float8_e5m2"): "gfx950/bf8",
-    ("sm90", "bfloat16"): "sm90/bf16",
-    ("sm90", "float8_e4m3fn"): "sm90/fp8",
-}
 
 
 @dataclass(frozen=True)
@@ -28,16 +22,18 @@ class Stage:
     path: Path
     technique: str
     summary: str         # first line of the docstring
-
-    @property
-    def source(self) -> str:
-        return self.path.read_text()
+    source: str
 
 
 def default_ladder_dir(target: str, dtype: str | None = None) -> Path:
-    """The ladder for a target and operand dtype (falling back to the target's main ladder)."""
-    rel = LADDERS.get((target, dtype)) or next(v for (t, _), v in LADDERS.items() if t == target)
-    return KERNELS_DIR / rel
+    """The target's ladder (evaluator.ladder.LADDER_DIRS) whose stages declare DTYPE `dtype`, else its first."""
+    ladders = [KERNELS_DIR / sub for sub in LADDER_DIRS[target]]
+    return next((d for d in ladders if dtype is not None and _ladder_dtype(d) == dtype), ladders[0])
+
+
+def _ladder_dtype(directory: Path) -> str | None:
+    first = next(iter(sorted(directory.glob("v[0-9][0-9]_*.py"))), None)
+    return read_constant(first, "DTYPE") if first else None
 
 
 def load_stages(directory: Path) -> list[Stage]:
@@ -47,7 +43,7 @@ def load_stages(directory: Path) -> list[Stage]:
         text = path.read_text()
         doc = (module_docstring(text) or path.stem).strip().splitlines()[0]
         stages.append(Stage(name=declaration(text, "STAGE", path.stem[:3]), path=path,
-                            technique=declaration(text, "TECHNIQUE", doc), summary=doc))
+                            technique=declaration(text, "TECHNIQUE", doc), summary=doc, source=text))
     return stages
 
 
