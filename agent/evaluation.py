@@ -2,8 +2,8 @@
 
 The loop asks two things of the evaluator: a record for a kernel file (static stage, plus the runtime stage
 when a GPU of the target is present) and, on a GPU, an interleaved A/B comparison of candidate and incumbent.
-Both go through `Evaluator` so another executor (a process pool, a Ray actor per GPU) can replace the
-in-process one without touching the loop.
+Both go through `Evaluator` (each call in fresh sandboxed processes) so another executor (a process pool,
+a Ray actor per GPU) can replace it without touching the loop.
 
 The accept rule has two modes, fixed when a run starts and written into its run.json:
 
@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+
+from evaluator import api
 
 from .figures import figures
 
@@ -49,13 +51,9 @@ class Evaluator:
         self.seed = seed
 
     def record(self, path: Path, run: bool | None) -> dict:
-        from evaluator import api
-
         return api.evaluate(str(path), target=self.target, run=run, seed=self.seed, isolate=True)
 
     def compare(self, candidate: Path, incumbent: Path, shape, min_gain: float) -> dict:
-        from evaluator import api
-
         return api.compare(candidate, incumbent, target=self.target, shape=shape, min_gain=min_gain, seed=self.seed)
 
 

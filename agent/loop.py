@@ -66,6 +66,7 @@ class Optimizer:
         self.progress = progress
         self.scratch = ledger.path / SCRATCH
         self.started = time.monotonic()
+        self.run_file = ledger.read(ledger.main_line()[0].sha, RUN)   # run.json, the same in every commit
 
     # -- reading the ledger ------------------------------------------------------------------------------
 
@@ -111,8 +112,10 @@ class Optimizer:
     def budget_stop(self) -> str | None:
         if self.budget.max_wall is not None and time.monotonic() - self.started >= self.budget.max_wall:
             return f"wall-clock budget of {self.budget.max_wall:g} s reached"
-        if self.budget.max_tokens is not None and self.tokens_spent() >= self.budget.max_tokens:
-            return f"token budget of {self.budget.max_tokens} reached ({self.tokens_spent()} spent)"
+        if self.budget.max_tokens is not None:
+            spent = self.tokens_spent()
+            if spent >= self.budget.max_tokens:
+                return f"token budget of {self.budget.max_tokens} reached ({spent} spent)"
         return None
 
     def run(self) -> RunResult:
@@ -223,54 +226,33 @@ class Optimizer:
 
     # -- committing --------------------------------------------------------------------------------------
 
-    def _base_files(self, head: Entry) -> dict[str, bytes]:
-        return {RUN: self.ledger.read(head.sha, RUN)}
-
     def _commit_candidate(self, step: int, n: int, proposal: Candidate, record: dict, judgement: Judgement,
                           verdict: str, head: Entry, elapsed: float) -> str:
-        step_data = {
-            "step": step, "candidate": n, "verdict": verdict, "reason": judgement.reason,
-            "proposer": self.proposer.name, "title": proposal.title, "rationale": proposal.rationale,
-            "kernel_sha256": sha256(proposal.source), "incumbent": head.sha, "mode": self.config.mode,
-            "objective": self.config.objective, "score": list(judgement.score), "screened_out": judgement.screened_out,
-            "comparison": judgement.comparison, "proposal": proposal.meta, "elapsed_s": round(elapsed, 3),
-        }
-        files = {**self._base_files(head), KERNEL: proposal.source.encode(), RECORD: dump(record),
-                 STEP: dump(step_data), **{k: v.encode() for k, v in proposal.artifacts.items()}}
-        message = self._message(step_data, record, proposal.meta)
+        step_data = step_json(self.config, step=step, candidate=n, verdict=verdict, reason=judgement.reason,
+                              proposer=self.proposer.name, title=proposal.title, rationale=proposal.rationale,
+                              kernel_sha256=sha256(proposal.source), score=list(judgement.score),
+                              screened_out=judgement.screened_out, comparison=judgement.comparison,
+                              proposal=proposal.meta, incumbent=head.sha, elapsed_s=round(elapsed, 3))
         ref = MAIN if verdict == ACCEPTED else attempt_ref(step, n)
-        return self.ledger.commit(files, message, parent=head.sha, ref=ref)
+        return self._commit(head, proposal.source, record, step_data, proposal.artifacts, ref)
 
     def _commit_failure(self, step: int, n: int, failure: FailedProposal, head: Entry, incumbent_source: str) -> str:
         record = {"status": "no_candidate", "message": failure.reason, "target": self.config.target}
-        step_data = {"step": step, "candidate": n, "verdict": FAILED, "reason": failure.reason,
-                     "proposer": self.proposer.name, "title": "no candidate", "rationale": "",
-                     "kernel_sha256": "", "incumbent": head.sha, "mode": self.config.mode,
-                     "objective": self.config.objective, "score": [], "screened_out": True, "comparison": None,
-                     "proposal": failure.meta}
+        step_data = step_json(self.config, step=step, candidate=n, verdict=FAILED, reason=failure.reason,
+                              proposer=self.proposer.name, title="no candidate", screened_out=True,
+                              proposal=failure.meta, incumbent=head.sha)
         # The tree keeps the incumbent's kernel, so every commit of the ledger is a complete snapshot.
-        files = {**self._base_files(head), KERNEL: incumbent_source.encode(), RECORD: dump(record),
-                 STEP: dump(step_data), **{k: v.encode() for k, v in failure.artifacts.items()}}
-        message = self._message(step_data, record, failure.meta)
-        return self.ledger.commit(files, message, parent=head.sha, ref=attempt_ref(step, n))
+        return self._commit(head, incumbent_source, record, step_data, failure.artifacts, attempt_ref(step, n))
 
-    def _message(self, step_data: dict, record: dict, meta: dict) -> str:
-        extra = {"Objective": self.config.mode}
-        if step_data["kernel_sha256"]:
-            extra["Kernel-Sha256"] = step_data["kernel_sha256"]
-        comparison = step_data.get("comparison")
-        if comparison:
-            extra["Speedup-Measured"] = (f"{comparison.get('speedup'):.4f} (95% CI {comparison.get('ci_low'):.4f}"
-                                         f"-{comparison.get('ci_high'):.4f}, {comparison.get('method')})")
-        usage = meta.get("usage")
-        if usage is not None:
-            extra["Tokens"] = str(usage.get("total_tokens", 0))
-            extra["LLM-Tries"] = str(meta.get("tries", 0))
-        block = trailers(record, step=step_data["step"], candidate=step_data["candidate"],
-                         verdict=step_data["verdict"], reason=step_data["reason"], proposer=self.proposer.name,
-                         seed=self.config.seed, extra=extra)
+    def _commit(self, head: Entry, source: str, record: dict, step_data: dict, artifacts: dict[str, str],
+                ref: str) -> str:
+        files = {RUN: self.run_file, KERNEL: source.encode(), RECORD: dump(record), STEP: dump(step_data),
+                 **{k: v.encode() for k, v in artifacts.items()}}
+        return self.ledger.commit(files, self._message(step_data, record), parent=head.sha, ref=ref)
+
+    def _message(self, step_data: dict, record: dict) -> str:
         summary = f"step {step_data['step']}.{step_data['candidate']}: {step_data['verdict']} - {step_data['title']}"
-        return commit_message(summary, step_data["rationale"], block)
+        return commit_message(summary, step_data["rationale"], trailer_block(self.config, step_data, record))
 
     def _promote_best(self, step: int, head: Entry) -> None:
         passed = [e for e in self.ledger.attempts() if e.step == step and e.verdict == PASSED]
@@ -281,25 +263,51 @@ class Optimizer:
         step_data = json.loads(files[STEP])
         step_data.update(verdict=ACCEPTED, reason=f"best of {len(passed)} passing candidate(s): {step_data['reason']}")
         files[STEP] = dump(step_data)
-        message = self._message(step_data, json.loads(files[RECORD]), step_data.get("proposal") or {})
+        message = self._message(step_data, json.loads(files[RECORD]))
         self.ledger.commit(files, message, parent=head.sha, ref=MAIN, delete_refs=(best.ref,))
         self.progress(f"[step {step}/{self.config.steps}] promoted candidate {best.candidate} to main")
 
 
+def step_json(config: RunConfig, *, step: int, candidate: int, verdict: str, reason: str, proposer: str,
+              title: str, rationale: str = "", kernel_sha256: str = "", score: list | None = None,
+              screened_out: bool = False, comparison: dict | None = None, proposal: dict | None = None,
+              **extra) -> dict:
+    """A commit's step.json (docs/ledger-format.md); `extra` holds the keys only some commits have."""
+    return {"step": step, "candidate": candidate, "verdict": verdict, "reason": reason, "proposer": proposer,
+            "title": title, "rationale": rationale, "kernel_sha256": kernel_sha256, "mode": config.mode,
+            "objective": config.objective, "score": score or [], "screened_out": screened_out,
+            "comparison": comparison, "proposal": proposal or {}, **extra}
+
+
+def trailer_block(config: RunConfig, step_data: dict, record: dict) -> dict[str, str]:
+    """The trailers of the commit that holds `step_data` and `record`."""
+    extra = {"Objective": config.mode}
+    if step_data["kernel_sha256"]:
+        extra["Kernel-Sha256"] = step_data["kernel_sha256"]
+    comparison = step_data.get("comparison")
+    if comparison:
+        extra["Speedup-Measured"] = (f"{comparison.get('speedup'):.4f} (95% CI {comparison.get('ci_low'):.4f}"
+                                     f"-{comparison.get('ci_high'):.4f}, {comparison.get('method')})")
+    meta = step_data.get("proposal") or {}
+    usage = meta.get("usage")
+    if usage is not None:
+        extra["Tokens"] = str(usage.get("total_tokens", 0))
+        extra["LLM-Tries"] = str(meta.get("tries", 0))
+    return trailers(record, step=step_data["step"], candidate=step_data["candidate"], verdict=step_data["verdict"],
+                    reason=step_data["reason"], proposer=step_data["proposer"], seed=config.seed, extra=extra)
+
+
 def baseline_commit(config: RunConfig, source: str, record: dict) -> tuple[dict[str, bytes], str]:
     """Files and message of a run's root commit: the starting kernel and its evaluation."""
-    step_data = {"step": 0, "candidate": 0, "verdict": BASELINE, "reason": "starting kernel",
-                 "proposer": config.proposer, "title": Path(config.source_file).name, "rationale": "",
-                 "kernel_sha256": sha256(source), "mode": config.mode, "objective": config.objective,
-                 "score": [], "screened_out": False, "comparison": None, "proposal": {}}
+    step_data = step_json(config, step=0, candidate=0, verdict=BASELINE, reason="starting kernel",
+                          proposer=config.proposer, title=Path(config.source_file).name,
+                          kernel_sha256=sha256(source))
     files = {RUN: config.to_json().encode(), KERNEL: source.encode(), RECORD: dump(normalize_record(record)),
              STEP: dump(step_data)}
-    block = trailers(record, step=0, candidate=0, verdict=BASELINE, reason="starting kernel",
-                     proposer=config.proposer, seed=config.seed,
-                     extra={"Objective": config.mode, "Kernel-Sha256": sha256(source)})
     rationale = (f"Run {config.run_id}: {config.proposer} proposer, {config.steps} step(s) of {config.candidates} "
                  f"candidate(s) on {config.target}.\nAccept rule: {config.objective}.")
-    return files, commit_message(f"step 0: baseline - {Path(config.source_file).name}", rationale, block)
+    return files, commit_message(f"step 0: baseline - {step_data['title']}", rationale,
+                                 trailer_block(config, step_data, record))
 
 
 def _trailer_headline(entry: Entry) -> str:

@@ -101,14 +101,11 @@ def evaluate(path: str | Path, target: str | None = None, shape=None, knobs: dic
         if dump_dir and record.get("status") == "ok":  # the sandboxed compile kept nothing on disk
             record["dumped"] = evaluate_static(path, target, shape, knobs, dump_dir).get("dumped")
         return record
-    from .policy import check_policy, describe
+    from .policy import check_policy, record_fields
 
     violations = check_policy(str(path)) if Path(path).is_file() else []
     if violations:
-        record = _base_record(str(path), target)
-        record.update(status="policy_violation", message=describe(violations), line=violations[0].line,
-                      policy={"violations": [v.to_dict() for v in violations]})
-        return record
+        return {**_base_record(str(path), target), **record_fields(violations)}
     return evaluate_static(path, target, shape, knobs, dump_dir)
 
 

@@ -156,9 +156,10 @@ def _locate_source(src: str, lineno: int, files: set[str]) -> tuple[str, int] | 
     return None
 
 
-def _first_line(text: str) -> str:
-    lines = [ln for ln in str(text).strip().splitlines() if ln.strip()]
-    return lines[-1].strip() if lines else type(text).__name__
+def _last_line(text: str) -> str:
+    """The last non-blank line of a compiler message: where Triton and LLVM put the actual reason."""
+    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
+    return lines[-1] if lines else "no message"
 
 
 def run_compile(call: Callable[[], Any], target: Target, candidate_file: str) -> list[CompiledKernel]:
@@ -187,8 +188,8 @@ def _describe_compile_error(exc: BaseException) -> str:
 
     if isinstance(exc, CompilationError):
         reason = exc.error_message or (exc.__cause__ and str(exc.__cause__)) or "compilation failed"
-        return f"compile error: {_first_line(str(reason))}"
-    return f"{type(exc).__name__} while compiling: {_first_line(str(exc))}"
+        return f"compile error: {_last_line(str(reason))}"
+    return f"{type(exc).__name__} while compiling: {_last_line(str(exc))}"
 
 
 # ---------------------------------------------------------------------------------------------

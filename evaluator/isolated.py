@@ -25,13 +25,14 @@ from pathlib import Path
 
 from . import integrity
 from .errors import CandidateNotFound, NearpeakError, NoDeviceError
-from .policy import check_policy, describe
+from .policy import check_policy, record_fields
 from .sandbox import IsolatedResult, run_isolated
+from .targets import TARGETS
 
 STATIC_MEMORY_MB = 8192        # address-space cap of the static stage: torch + triton + a compile fit in 2 GiB
 HEALTH_TIMEOUT_S = 120.0
 MIN_STAGE_S = 1.0              # a stage is never started with less than this left of the budget
-GPU_DEVICE_NODES = {"sm90": "/dev/nvidia*", "gfx950": "/dev/kfd"}
+GPU_DEVICE_NODES = {"cuda": "/dev/nvidia*", "hip": "/dev/kfd"}  # by the target's backend
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ def runtime_stage(path: str, target: str, shape: list | None, knobs: dict | None
     from .runtime.device import require_device
 
     try:
-        require_device(target)
+        require_device(target, with_smi=False)  # runtime_evaluate reads driver and clocks itself
     except NoDeviceError as err:
         return {"status": NoDeviceError.status, "verdict": err.message} if required else None
     from .runtime.evaluate import runtime_evaluate
@@ -99,7 +100,8 @@ def _stage_summary(stage: str, result: IsolatedResult) -> dict:
 
 def _gpu_nodes_present(target: str) -> bool:
     """Cheap look for the GPU's device files, so a CPU-only machine never starts a runtime stage."""
-    pattern = GPU_DEVICE_NODES.get(target)
+    known = TARGETS.get(target)
+    pattern = GPU_DEVICE_NODES.get(known.backend) if known else None
     return bool(pattern and glob.glob(pattern))
 
 
@@ -122,6 +124,12 @@ def _runtime_failed(runtime: dict) -> str | None:
         return None if runtime["status"] == "ok" else str(runtime["status"])
     verdict = runtime.get("verdict")
     return None if verdict in (None, "ok", "correct") else str(verdict)
+
+
+def _tampered(changed: tuple[str, ...]) -> dict:
+    """The record fields for evaluator files that changed while a stage ran."""
+    return {"status": "tampered", "message": "evaluator files changed while the candidate ran: " + ", ".join(changed),
+            "integrity": {"changed": list(changed)}}
 
 
 def _sandbox_failure(record_path: str, target: str | None, stage: str, result: IsolatedResult, timeout_s: float,
@@ -148,8 +156,7 @@ def evaluate_isolated(path: str | Path, target: str | None = None, shape=None, k
         return _record(path, target, CandidateNotFound.status, "no such kernel file")
     violations = check_policy(path)
     if violations:
-        return _record(path, target, "policy_violation", describe(violations), line=violations[0].line,
-                       policy={"violations": [v.to_dict() for v in violations]})
+        return _record(path, target, **record_fields(violations))
 
     stages: list[dict] = []
     before = integrity.snapshot()
@@ -159,8 +166,7 @@ def evaluate_isolated(path: str | Path, target: str | None = None, shape=None, k
     stages.append(_stage_summary("static", static))
     changed = before.changes(integrity.snapshot())
     if changed:
-        return _record(path, target, "tampered", "evaluator files changed while the candidate ran: "
-                       + ", ".join(changed), sandbox=stages, integrity={"changed": list(changed)})
+        return _record(path, target, **_tampered(changed), sandbox=stages)
     if not static.ok:
         return _sandbox_failure(path, target, "static", static, timeout_s, stages)
     record = static.value
@@ -184,8 +190,7 @@ def evaluate_isolated(path: str | Path, target: str | None = None, shape=None, k
     stages.append(_stage_summary("runtime", runtime))
     changed = before.changes(integrity.snapshot())
     if changed:
-        record.update(status="tampered", message="evaluator files changed while the candidate ran: "
-                      + ", ".join(changed), integrity={"changed": list(changed)})
+        record.update(_tampered(changed))
         return record
     if not runtime.ok:
         failure = _sandbox_failure(path, target, "runtime", runtime, remaining, stages)

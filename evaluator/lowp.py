@@ -1,4 +1,4 @@
-"""Low-precision operand formats and the fp32 reference GEMM the runtime checks kernels against.
+"""Low-precision operand formats, their exact dequantization, and an fp32 reference GEMM.
 
 Formats (OCP Microscaling spec v1.0; gfx950 MFMA f8f6f4 operand formats):
 
@@ -12,8 +12,10 @@ Formats (OCP Microscaling spec v1.0; gfx950 MFMA f8f6f4 operand formats):
   MXFP4 applies one e8m0 scale to each 32 consecutive elements along K ("e8m0_k32").
 - e5m2 / e4m3 (fp8): torch's `float8_e5m2` and `float8_e4m3fn` (the OCP "fn" variant gfx950 uses).
 
-The reference dequantizes every operand exactly to fp32 (all these formats, times a power-of-two scale, are
-exact in fp32 barring sub-2^-126 underflow) and multiplies in fp32, so its only error is fp32 accumulation.
+`dequantize_operand` gives every operand exactly in fp32 (all these formats, times a power-of-two scale, are
+exact in fp32 barring sub-2^-126 underflow). The runtime's correctness check multiplies those in float64
+(`evaluator.runtime.correctness.reference`); `reference_gemm` multiplies them in fp32, so its only error is
+fp32 accumulation.
 Tolerances per operand and output format live with the correctness check that applies them
 (`evaluator.runtime.correctness.ACCUMULATION_TOLERANCE` / `OUTPUT_ROUNDING_TOLERANCE`).
 """
@@ -22,6 +24,8 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+
+from .compile import torch_dtype
 
 MX_BLOCK = 32  # elements along K sharing one e8m0 scale
 E8M0_BIAS = 127
@@ -34,8 +38,8 @@ E2M1_MAX = 6.0
 # Midpoints between consecutive e2m1 magnitudes, and whether a tie rounds up (to the even code above).
 _E2M1_MIDPOINTS = ((0.25, False), (0.75, True), (1.25, False), (1.75, True), (2.5, False), (3.5, True), (5.0, False))
 
-FP8_DTYPES = {"float8_e5m2": torch.float8_e5m2, "float8_e4m3fn": torch.float8_e4m3fn}
-PLAIN_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, **FP8_DTYPES}
+FP8_DTYPE_NAMES = ("float8_e5m2", "float8_e4m3fn")
+PLAIN_DTYPE_NAMES = ("float16", "bfloat16", *FP8_DTYPE_NAMES)  # operand formats stored as themselves, without packing
 
 
 # ---------------------------------------------------------------------------------------------
@@ -131,7 +135,9 @@ def quantize_mxfp4(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 def to_fp8(x: torch.Tensor, dtype_name: str) -> torch.Tensor:
     """Round to an fp8 dtype, saturating at its largest finite value instead of overflowing to inf/NaN."""
-    dtype = FP8_DTYPES[dtype_name]
+    if dtype_name not in FP8_DTYPE_NAMES:
+        raise ValueError(f"{dtype_name!r} is not an fp8 dtype ({', '.join(FP8_DTYPE_NAMES)})")
+    dtype = torch_dtype(dtype_name)
     limit = torch.finfo(dtype).max
     return x.float().clamp(-limit, limit).to(dtype)
 
@@ -150,9 +156,9 @@ def dequantize_operand(x: torch.Tensor, dtype: str, scales: str | None, scale: t
         if scale is None:
             raise ValueError("e8m0_k32 operands need their scale tensor")
         return dequantize_mxfp4(x, scale)
-    if dtype not in PLAIN_DTYPES:
+    if dtype not in PLAIN_DTYPE_NAMES:
         raise ValueError(f"unsupported operand dtype {dtype!r} without e8m0_k32 scales")
-    if x.dtype != PLAIN_DTYPES[dtype]:
+    if x.dtype != torch_dtype(dtype):
         raise ValueError(f"operand is {x.dtype}, the kernel declares {dtype}")
     value = x.to(torch.float32)
     if scales == "per_tensor":

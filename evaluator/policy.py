@@ -365,3 +365,9 @@ def describe(violations: list[Violation]) -> str:
     first = violations[0]
     more = f" (+{len(violations) - 1} more)" if len(violations) > 1 else ""
     return f"policy violation [{first.rule}] at line {first.line}: {first.message}: {first.source_line}{more}"
+
+
+def record_fields(violations: list[Violation]) -> dict:
+    """The evaluation record's fields for a refused file: status, the `describe` message, the first line, all."""
+    return {"status": "policy_violation", "message": describe(violations), "line": violations[0].line,
+            "policy": {"violations": [v.to_dict() for v in violations]}}

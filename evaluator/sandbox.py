@@ -43,9 +43,10 @@ PASSTHROUGH_ENV = (
     "TRITON_NVDISASM_PATH", "TRITON_LIBCUDA_PATH",
 )
 
-# Text that means the GPU itself faulted (CUDA and HIP runtimes), as opposed to an ordinary Python error.
+# Text that means the GPU itself faulted (CUDA and HIP runtimes), as opposed to an ordinary Python error. The
+# runtime stage classifies the exceptions it catches in-process by the same pattern.
 GPU_FAULT_PATTERN = re.compile(
-    r"illegal memory access|illegal instruction|misaligned address|unspecified launch failure"
+    r"illegal memory|illegal instruction|misaligned|launch failure"
     r"|device-side assert|CUDA error|cudaError|CUBLAS_STATUS|HIP error|hipError|Memory access fault"
     r"|HSA_STATUS_ERROR|GPU Hang|hardware exception", re.IGNORECASE)
 

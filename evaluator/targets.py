@@ -22,6 +22,7 @@ class Target:
     registers_per_lane: int        # AMD: unified VGPR+AGPR file per lane; NVIDIA: per-SM 32-bit registers
     max_registers_per_thread: int
     shared_bytes_per_cu: int       # LDS per CU / shared memory per SM usable by blocks
+    last_level_cache_bytes: int    # NVIDIA L2; AMD Infinity Cache (MALL), the last level before HBM
     peak_tflops: dict[str, float] = field(default_factory=dict)  # dense, by operand dtype
     # Matrix-instruction cost: mnemonic prefix -> cycles one instruction keeps the matrix unit busy.
     matrix_cycles: dict[str, int] = field(default_factory=dict)
@@ -46,6 +47,7 @@ GFX950 = Target(
     registers_per_lane=512,
     max_registers_per_thread=512,
     shared_bytes_per_cu=160 * 1024,
+    last_level_cache_bytes=256 * 2 ** 20,  # MI355X Infinity Cache
     # MI355X datasheet, dense.
     peak_tflops={"float16": 2516.6, "bfloat16": 2516.6, "float8_e4m3fn": 5033.2, "float8_e5m2": 5033.2,
                  "float4_e2m1": 10066.3},
@@ -78,6 +80,7 @@ SM90 = Target(
     registers_per_lane=65536,      # per SM
     max_registers_per_thread=255,
     shared_bytes_per_cu=227 * 1024,
+    last_level_cache_bytes=60 * 2 ** 20,   # L2; an H200 reports 62914560 bytes
     # H100/H200 SXM datasheet, dense.
     peak_tflops={"float16": 989.4, "bfloat16": 989.4, "float8_e4m3fn": 1978.9, "float8_e5m2": 1978.9,
                  "float32": 66.9},

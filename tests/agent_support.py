@@ -57,6 +57,14 @@ def knobs_line(source: str) -> str:
     return re.search(r"^KNOBS = .*\n", source, re.MULTILINE).group(0)
 
 
+def knob_edit(source: str) -> str:
+    """An LLM reply with a search/replace edit that applies to v00 and compiles: BLOCK_K 64 -> 32."""
+    line = knobs_line(source)
+    assert '"BLOCK_K": 64' in line
+    return ("Halve BLOCK_K to shorten each load.\n\n<<<<<<< SEARCH\n" + line + "=======\n"
+            + line.replace('"BLOCK_K": 64', '"BLOCK_K": 32') + ">>>>>>> REPLACE\n")
+
+
 def fsck_clean(run: Path) -> None:
     result = subprocess.run(["git", "-C", str(run), "fsck", "--full", "--strict"], check=False,
                             capture_output=True, text=True)

@@ -7,7 +7,9 @@ import pytest
 from agent_support import LADDER, V00, file_at, fsck_clean, git, nearpeak, need, refs
 
 from agent.cli import main
+from agent.proposers.ladder import default_ladder_dir
 from agent.source import declaration
+from evaluator.ladder import KERNELS_DIR, LADDER_DIRS
 
 
 @pytest.fixture(autouse=True)
@@ -113,3 +115,11 @@ def test_replay_verify_flags_a_record_that_does_not_match(ladder_run, capsys, tm
     code, out, _ = nearpeak(capsys, "replay", copy, "--verify")
     assert code == 1
     assert f"static registers: {record['static']['registers']} -> {record['static']['registers'] - 1}" in out
+
+
+def test_each_ladder_is_the_default_for_the_dtype_its_stages_declare():
+    for target, ladders in LADDER_DIRS.items():
+        assert default_ladder_dir(target) == KERNELS_DIR / ladders[0]
+        for sub in ladders:
+            first = min((KERNELS_DIR / sub).glob("v[0-9][0-9]_*.py"))
+            assert default_ladder_dir(target, declaration(first.read_text(), "DTYPE")) == KERNELS_DIR / sub

@@ -6,7 +6,19 @@ exist, the trailers of their commits, the prompt/reply files and the per-try rec
 import json
 
 import pytest
-from agent_support import V00, V02, file_at, fsck_clean, json_at, knobs_line, nearpeak, need, refs, trailers_at
+from agent_support import (
+    V00,
+    V02,
+    file_at,
+    fsck_clean,
+    json_at,
+    knob_edit,
+    knobs_line,
+    nearpeak,
+    need,
+    refs,
+    trailers_at,
+)
 from fakellm import FakeLLM, Reply, Status
 
 
@@ -21,14 +33,6 @@ def start(tmp_path_factory):
     path = tmp_path_factory.mktemp("start") / "v00.py"
     path.write_text(need(V00).read_text())
     return path
-
-
-def knob_edit(source: str) -> str:
-    """A search/replace edit that applies to v00 and compiles: BLOCK_K 64 -> 32."""
-    line = knobs_line(source)
-    assert '"BLOCK_K": 64' in line
-    return ("Halve BLOCK_K to shorten each load.\n\n<<<<<<< SEARCH\n" + line + "=======\n"
-            + line.replace('"BLOCK_K": 64', '"BLOCK_K": 32') + ">>>>>>> REPLACE\n")
 
 
 def run_llm(capsys, start, tmp_path, script, *extra, run_id="llm"):

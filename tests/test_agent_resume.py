@@ -8,7 +8,7 @@ import sys
 import time
 
 import pytest
-from agent_support import REPO, V00, V02, fsck_clean, git, knobs_line, nearpeak, need, refs, trailers_at
+from agent_support import REPO, V00, V02, fsck_clean, git, knob_edit, nearpeak, need, refs, trailers_at
 from fakellm import FakeLLM, Reply, Status
 
 from agent.ledger import MAIN, Ledger, LedgerError, attempt_ref
@@ -70,12 +70,10 @@ def no_ambient_endpoint(monkeypatch):
 def test_killed_run_resumes_with_a_complete_history(tmp_path, capsys):
     start = tmp_path / "v00.py"
     start.write_text(need(V00).read_text())
-    line = knobs_line(start.read_text())
-    knob_edit = ("Smaller K tile.\n<<<<<<< SEARCH\n" + line + "=======\n" + line.replace('"BLOCK_K": 64', '"BLOCK_K": 32')
-                 + ">>>>>>> REPLACE\n")
+    edit = knob_edit(start.read_text())
     run = tmp_path / "runs" / "killed"
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
-    with FakeLLM([Reply(knob_edit), Reply(knob_edit, delay=120)]) as server:
+    with FakeLLM([Reply(edit), Reply(edit, delay=120)]) as server:
         child = subprocess.Popen(
             [sys.executable, "-m", "agent.cli", "run", "--target", "gfx950", "--from", str(start), "--proposer", "llm",
              "--base-url", server.base_url, "--runs-dir", str(tmp_path / "runs"), "--run-id", "killed",
@@ -100,8 +98,7 @@ def test_killed_run_resumes_with_a_complete_history(tmp_path, capsys):
     entries = json.loads(out)["entries"]
     assert [(e["step"], e["candidate"], e["verdict"]) for e in entries] == [
         (0, 0, "baseline"), (1, 1, "rejected"), (2, 1, "accepted"), (3, 1, "proposal-failed")]
-    assert trailers_at(run, attempt_ref(3, 1))["Reason"].endswith("http_400: " + trailers_at(
-        run, attempt_ref(3, 1))["Reason"].split("http_400: ", 1)[1])
+    assert "http_400: " in trailers_at(run, attempt_ref(3, 1))["Reason"]
     assert (run / "kernel.py").read_text() == V02.read_text()
     assert Ledger(run).resolve(MAIN) == git(run, "rev-parse", "HEAD").strip()
     assert git(run, "status", "--porcelain") == ""

@@ -173,3 +173,30 @@ def test_compare_never_accepts_a_faster_wrong_candidate(tmp_path, cpu_device):
                               rounds=6, calls_per_round=3)
     assert result["speedup"] > 1 and not result["candidate_correct"] and not result["accepted"]
     assert "256x192x128" in result["candidate_verdict"]
+
+
+def test_rotation_counts_every_output_buffer_a_set_feeds():
+    from evaluator.contract import KernelSpec
+
+    shape = (256, 192, 128)
+    spec = KernelSpec(path="cpu-test", target="sm90", dtype="bfloat16", out_dtype="bfloat16", shapes=(shape,),
+                      shape_multiple=(1, 1, 1))
+    sets, one_output = evaluate._rotating_sets(spec, shape, "cpu", 3, cache_bytes=2 ** 20)
+    _, two_outputs = evaluate._rotating_sets(spec, shape, "cpu", 3, cache_bytes=2 ** 20, outputs_per_set=2)
+    assert one_output == 2 * (256 * 128 + 192 * 128 + 256 * 192)
+    assert two_outputs == one_output + 2 * 256 * 192
+    assert len(sets) * one_output > 2 * 2 ** 20
+    assert not torch.equal(sets[0]["a"], sets[1]["a"])  # each set draws its own operands
+
+
+@pytest.mark.parametrize(("message", "status"), [
+    ("CUDA error: an illegal memory access was encountered", "runtime_fault"),
+    ("Triton Error [CUDA]: unspecified launch failure", "runtime_fault"),
+    ("HIP error: hipErrorIllegalAddress", "runtime_fault"),
+    ("launch() got an unexpected keyword argument 'BLOCK_M'", "launch_error"),
+])
+def test_launch_exceptions_are_classified_by_the_sandbox_fault_vocabulary(message, status):
+    from evaluator.sandbox import GPU_FAULT_PATTERN
+
+    assert evaluate._fault_status(RuntimeError(message)) == status
+    assert bool(GPU_FAULT_PATTERN.search(message)) == (status == "runtime_fault")

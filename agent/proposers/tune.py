@@ -38,10 +38,8 @@ class TuneCache:
     def load(self) -> dict[str, dict]:
         try:
             data = json.loads(self.path.read_text())
-        except FileNotFoundError:
+        except (OSError, json.JSONDecodeError):  # missing or unreadable: it only costs re-evaluations
             return {}
-        except (OSError, json.JSONDecodeError):
-            return {}  # an unreadable cache only costs re-evaluations
         return data if isinstance(data, dict) else {}
 
     def put(self, key: str, entry: dict) -> None:

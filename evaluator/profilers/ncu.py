@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import re
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from .ncu_target import driver_command, run_profiler
 
 TENSOR_PIPE = "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"
 GMMA_INSTRUCTIONS = "sm__inst_executed_pipe_tensor_op_gmma.sum"
@@ -46,9 +46,7 @@ def ncu_command(path: str, names: list[str], shape, knobs: dict, seed: int, *, l
            "--launch-skip", str(skip), "--launch-count", str(count), "--metrics", ",".join(NCU_METRICS), "--csv"]
     if log_file:
         cmd += ["--log-file", log_file]
-    cmd += [python, "-m", "evaluator.profilers.ncu_target", str(path), "--shape", *(str(d) for d in shape),
-            "--knobs", json.dumps(knobs), "--seed", str(seed), "--launches", str(launches)]
-    return cmd
+    return cmd + driver_command(path, shape, knobs, seed, launches, python)
 
 
 def parse_value(text: str) -> float | str | None:
@@ -136,10 +134,8 @@ def run_ncu(path: str, names: list[str], shape, knobs: dict, seed: int, *, timeo
     with tempfile.TemporaryDirectory(prefix="nearpeak-ncu-") as tmp:
         log = str(Path(tmp) / "ncu.csv")
         cmd = ncu_command(str(Path(path).resolve()), names, shape, knobs, seed, ncu=ncu, log_file=log)
-        try:
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False,
-                                  cwd=str(Path(__file__).resolve().parents[2]))
-        except subprocess.TimeoutExpired:
+        done = run_profiler(cmd, timeout_s)
+        if done is None:
             return {"ok": False, "tool": "ncu", "command": cmd, "error": f"ncu ran past {timeout_s:.0f} s"}
         text = Path(log).read_text() if Path(log).exists() else ""
     launches = parse_ncu_csv(text) or parse_ncu_csv(done.stdout)

@@ -3,13 +3,32 @@
     python -m evaluator.profilers.ncu_target FILE --shape M N K [--knobs JSON] [--seed S] [--launches N]
 
 It does nothing else on the GPU besides filling inputs, so a profiler filtered by the candidate's kernel
-names sees only the candidate's launches.
+names sees only the candidate's launches. `driver_command` is that command line and `run_profiler` runs a
+profiler's argv wrapped around it; both profilers (ncu, rocprofv3) use them.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
+
+from ..sandbox import PROJECT_ROOT
+
+
+def driver_command(path: str, shape, knobs: dict, seed: int, launches: int, python: str = sys.executable) -> list[str]:
+    """argv that runs this driver on a candidate: the command a profiler wraps."""
+    return [python, "-m", "evaluator.profilers.ncu_target", str(path), "--shape", *(str(d) for d in shape),
+            "--knobs", json.dumps(knobs), "--seed", str(seed), "--launches", str(launches)]
+
+
+def run_profiler(cmd: list[str], timeout_s: float) -> subprocess.CompletedProcess | None:
+    """Run a profiler around the driver from the project root (where `-m evaluator...` resolves); None when it
+    ran past `timeout_s`."""
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False, cwd=PROJECT_ROOT)
+    except subprocess.TimeoutExpired:
+        return None
 
 
 def main(argv: list[str] | None = None) -> int:

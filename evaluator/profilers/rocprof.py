@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from .ncu_target import driver_command, run_profiler
 
 ROCPROF_COUNTERS = ("SQ_BUSY_CYCLES", "SQ_VALU_MFMA_BUSY_CYCLES", "GRBM_GUI_ACTIVE")
 UNVERIFIED = "rocprofv3 path written against documented outputs; not yet run on an AMD GPU"
@@ -42,8 +42,7 @@ def rocprof_command(path: str, names: list[str], shape, knobs: dict, seed: int, 
                     python: str = sys.executable) -> list[str]:
     return [rocprofv3, "--pmc", *ROCPROF_COUNTERS, "--kernel-include-regex", kernel_regex(names),
             "--output-format", "csv", "-d", out_dir, "-o", prefix, "--",
-            python, "-m", "evaluator.profilers.ncu_target", str(path), "--shape", *(str(d) for d in shape),
-            "--knobs", json.dumps(knobs), "--seed", str(seed), "--launches", str(launches)]
+            *driver_command(path, shape, knobs, seed, launches, python)]
 
 
 def _int(text: str | None) -> int | None:
@@ -110,10 +109,8 @@ def run_rocprof(path: str, names: list[str], shape, knobs: dict, seed: int, targ
         return {"ok": False, **base, "error": "rocprofv3 is not on PATH"}
     with tempfile.TemporaryDirectory(prefix="nearpeak-rocprof-") as tmp:
         cmd = rocprof_command(str(Path(path).resolve()), names, shape, knobs, seed, tmp, rocprofv3=rocprofv3)
-        try:
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False,
-                                  cwd=str(Path(__file__).resolve().parents[2]))
-        except subprocess.TimeoutExpired:
+        done = run_profiler(cmd, timeout_s)
+        if done is None:
             return {"ok": False, **base, "command": cmd, "error": f"rocprofv3 ran past {timeout_s:.0f} s"}
         files = sorted(Path(tmp).rglob("*_counter_collection.csv"))
         dispatches = [d for f in files for d in parse_counter_collection(f.read_text())]

@@ -226,6 +226,11 @@ def _index(flat: int, cols: int) -> tuple[int, int]:
     return (flat // cols, flat % cols)
 
 
+def _count_and_first(mask: torch.Tensor, cols: int) -> tuple[int, tuple[int, int]]:
+    """How many elements a boolean mask marks, and the (row, col) of the first."""
+    return int(mask.sum()), _index(int(mask.flatten().nonzero()[0]), cols)
+
+
 def judge(out: torch.Tensor, ref: torch.Tensor, tol: float, shape, modified: list[str] | None = None) -> ShapeCheck:
     """Compare one output with its float64 reference; poison left behind means elements were not written."""
     shape = tuple(shape)
@@ -236,20 +241,19 @@ def judge(out: torch.Tensor, ref: torch.Tensor, tol: float, shape, modified: lis
     cols = out64.shape[1]
     nan = torch.isnan(out64)
     if bool(nan.any()):
-        count = int(nan.sum())
-        first = _index(int(nan.flatten().nonzero()[0]), cols)
+        count, first = _count_and_first(nan, cols)
         return ShapeCheck(shape, False, "unwritten", None, tol, None, first, count,
                           detail=f"{count} of {out64.numel()} output elements still hold the NaN poison "
                                  "(never written, or written as NaN)")
     inf = ~torch.isfinite(out64)
     if bool(inf.any()):
-        count = int(inf.sum())
-        first = _index(int(inf.flatten().nonzero()[0]), cols)
+        count, first = _count_and_first(inf, cols)
         return ShapeCheck(shape, False, "non_finite", None, tol, None, first, count,
                           detail=f"{count} output elements are infinite")
     diff = (out64 - ref).abs()
     ref_norm = float(torch.linalg.vector_norm(ref))
-    rel = float(torch.linalg.vector_norm(diff)) / ref_norm if ref_norm > 0 else float(torch.linalg.vector_norm(diff))
+    diff_norm = float(torch.linalg.vector_norm(diff))
+    rel = diff_norm / ref_norm if ref_norm > 0 else diff_norm
     flat = int(diff.flatten().argmax())
     worst = _index(flat, cols)
     max_abs = float(diff.flatten()[flat])
@@ -262,6 +266,11 @@ def judge(out: torch.Tensor, ref: torch.Tensor, tol: float, shape, modified: lis
         return ShapeCheck(shape, False, "wrong_result", rel, tol, max_abs, worst,
                           detail=f"one element is off by {max_abs:.3g}, over {tol:.1e} x max|ref| = {tol * max_ref:.3g}")
     return ShapeCheck(shape, True, None, rel, tol, max_abs, worst)
+
+
+def judge_output(args: dict[str, torch.Tensor], spec, shape, modified: list[str] | None = None) -> ShapeCheck:
+    """`judge` the output in `args` against the reference of the operands in `args`, at the kernel's tolerance."""
+    return judge(args["c"], reference(args, spec), tolerance_for(spec.dtype, spec.out_dtype), shape, modified)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -290,13 +299,11 @@ class CorrectnessReport:
 def run_and_judge(launch: Launch, args: dict[str, torch.Tensor], spec, knobs: dict, shape,
                   sync: Callable[[], None] = lambda: None) -> ShapeCheck:
     """Poison, snapshot, launch once, synchronize, then judge output and operands."""
-    tol = tolerance_for(spec.dtype, spec.out_dtype)
     poison(args["c"])
     before = snapshot_inputs(args)
     launch(**args, **knobs)
     sync()
-    modified = modified_inputs(args, before)
-    return judge(args["c"], reference(args, spec), tol, shape, modified)
+    return judge_output(args, spec, shape, modified_inputs(args, before))
 
 
 def check_shape(launch: Launch, spec, shape, knobs: dict, device, seed: int,

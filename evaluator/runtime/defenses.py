@@ -25,16 +25,7 @@ from dataclasses import dataclass
 import torch
 
 from .. import integrity
-from .correctness import (
-    ShapeCheck,
-    fill_operands,
-    judge,
-    modified_inputs,
-    poison,
-    reference,
-    snapshot_inputs,
-    tolerance_for,
-)
+from .correctness import fill_operands, judge_output, modified_inputs, poison, snapshot_inputs
 from .timing import Timer
 
 
@@ -49,9 +40,8 @@ def _check(name: str, ok: bool, detail: str, **extra) -> dict:
 def recheck_timed_outputs(sets: list[dict[str, torch.Tensor]], snapshots: list[dict[str, torch.Tensor]],
                           spec, shape) -> dict:
     """Every rotated set's output (poisoned before timing) equals its reference; operands are unchanged."""
-    tol = tolerance_for(spec.dtype, spec.out_dtype)
     for i, (args, snap) in enumerate(zip(sets, snapshots)):
-        result = judge(args["c"], reference(args, spec), tol, shape, modified_inputs(args, snap))
+        result = judge_output(args, spec, shape, modified_inputs(args, snap))
         if not result.ok:
             return _check("timed_outputs", False, f"input set {i} after the timed calls: {result.describe()}",
                           reason=result.reason)
@@ -70,8 +60,7 @@ def cached_result_check(launch: Callable[..., object], args: dict[str, torch.Ten
     if torch.equal(args["c"].view(torch.uint8), previous.view(torch.uint8)):
         return _check("fresh_inputs", False, "new operands in the same buffers gave the previous output bit for "
                       "bit: the result was cached, not computed", reason="cached_result")
-    result: ShapeCheck = judge(args["c"], reference(args, spec), tolerance_for(spec.dtype, spec.out_dtype), shape,
-                               modified_inputs(args, before))
+    result = judge_output(args, spec, shape, modified_inputs(args, before))
     if not result.ok:
         return _check("fresh_inputs", False, f"after refilling the operands in place: {result.describe()}",
                       reason="cached_result" if result.reason == "wrong_result" else result.reason)
@@ -145,7 +134,7 @@ def stream_order_check(launch: Callable[..., object], args: dict[str, torch.Tens
     poison(args["c"])
     launch(**args, **knobs)
     torch.cuda.synchronize(device)
-    result = judge(args["c"], reference(args, spec), tolerance_for(spec.dtype, spec.out_dtype), shape)
+    result = judge_output(args, spec, shape)
     if not result.ok:
         return _check("stream_order", False, "work not ordered on the evaluator's stream (it ran before the "
                       f"operands it was given were written): {result.describe()}", reason="untimed_work")

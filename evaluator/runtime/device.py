@@ -14,9 +14,7 @@ import subprocess
 from dataclasses import asdict, dataclass, field
 
 from ..errors import NoDeviceError
-
-_CAPABILITY_TARGETS = {(9, 0): "sm90"}
-_GCN_TARGETS = ("gfx950",)  # a gcnArchName starting with one of these maps to that target
+from ..targets import TARGETS
 
 
 @dataclass(frozen=True)
@@ -39,14 +37,15 @@ class DeviceInfo:
 
 
 def target_for_capability(capability: tuple[int, int]) -> str | None:
-    """nearpeak target of a CUDA compute capability: (9, 0) -> "sm90"."""
-    return _CAPABILITY_TARGETS.get(tuple(capability))
+    """nearpeak target of a CUDA compute capability: (9, 0) -> "sm90" (the target whose GPUTarget arch is 90)."""
+    major, minor = capability
+    return next((t.name for t in TARGETS.values() if t.backend == "cuda" and t.arch == 10 * major + minor), None)
 
 
 def target_for_gcn_arch(gcn_arch_name: str) -> str | None:
     """nearpeak target of a ROCm gcnArchName: "gfx950:sramecc+:xnack-" -> "gfx950"."""
     base = gcn_arch_name.split(":")[0].strip()
-    return next((t for t in _GCN_TARGETS if base.startswith(t)), None)
+    return next((t.name for t in TARGETS.values() if t.backend == "hip" and base.startswith(t.arch)), None)
 
 
 NVIDIA_SMI_FIELDS = ("driver_version", "clocks.sm", "clocks.mem", "clocks.max.sm", "clocks.max.mem")
@@ -148,9 +147,10 @@ def detect_target(index: int = 0) -> str | None:
     return info.target if info else None
 
 
-def require_device(target: str, index: int = 0) -> DeviceInfo:
-    """The GPU for `target`, or NoDeviceError saying what is (not) here."""
-    info = detect(index)
+def require_device(target: str, index: int = 0, with_smi: bool = True) -> DeviceInfo:
+    """The GPU for `target`, or NoDeviceError saying what is (not) here; `with_smi=False` skips the SMI tool's
+    driver and clock reading when only the presence of the device matters."""
+    info = detect(index, with_smi=with_smi)
     if info is None:
         raise NoDeviceError(f"no GPU is visible to PyTorch; a runtime evaluation for {target} needs one")
     if info.target != target:
@@ -180,7 +180,7 @@ def health_check(device="cuda") -> dict:
         synchronize(device)
     except RuntimeError as exc:  # the CUDA/HIP runtime reports a dead context as RuntimeError
         return {"healthy": False, "message": str(exc).splitlines()[0] if str(exc) else type(exc).__name__}
-    expected = float((torch.arange(16, dtype=torch.float64).reshape(4, 4) @
-                      torch.arange(16, dtype=torch.float64).reshape(4, 4)).sum())
+    exact = torch.arange(16, dtype=torch.float64).reshape(4, 4)
+    expected = float((exact @ exact).sum())
     healthy = got == expected
     return {"healthy": healthy, "message": None if healthy else f"4x4 product summed to {got}, expected {expected}"}

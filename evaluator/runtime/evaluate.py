@@ -16,7 +16,8 @@ from collections.abc import Callable
 
 from ..contract import load_candidate
 from ..errors import UsageError
-from ..targets import get_target
+from ..sandbox import GPU_FAULT_PATTERN
+from ..targets import Target, get_target
 from . import correctness as corr
 from . import defenses, timing
 from .device import DeviceInfo, health_check, read_driver_and_clocks, require_device, synchronize
@@ -39,14 +40,11 @@ def _fault_status(exc: BaseException) -> str:
 
     if isinstance(exc, CompilationError):
         return "compile_error"
-    text = str(exc).lower()
-    if any(s in text for s in ("illegal memory", "illegal instruction", "misaligned", "launch failure",
-                               "device-side assert", "cuda error", "hip error", "memory access fault")):
-        return "runtime_fault"
-    return "launch_error"
+    return "runtime_fault" if GPU_FAULT_PATTERN.search(str(exc)) else "launch_error"
 
 
-def _first_line(exc: BaseException) -> str:
+def _last_line(exc: BaseException) -> str:
+    """The exception's type and the last non-empty line of its message (where tracebacks put the cause)."""
     lines = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
     return f"{type(exc).__name__}: {lines[-1].strip() if lines else ''}"
 
@@ -87,16 +85,34 @@ def _provenance() -> dict:
     }
 
 
+def _cache_bytes(info: DeviceInfo, target: Target) -> int:
+    """The last-level cache the rotation must defeat: the datasheet figure, or more if the device reports more."""
+    return max(info.l2_bytes or 0, target.last_level_cache_bytes)
+
+
+def _rotating_sets(spec, shape, device, seed: int, cache_bytes: int,
+                   outputs_per_set: int = 1) -> tuple[list[dict], int]:
+    """Launch-argument sets drawn from `seed`, enough that together they exceed twice the cache.
+
+    `outputs_per_set` counts the output buffers the calls on one set write (`compare` gives the incumbent its
+    own), since they pass through the cache too. Returns the sets and the bytes one set occupies.
+    """
+    def draw(i: int) -> dict:
+        return corr.make_arguments(spec, shape, device, corr.generator_for(device, corr.shape_seed(seed, shape, 1 + i)))
+
+    first = draw(0)
+    output_bytes = first["c"].numel() * first["c"].element_size()
+    bytes_per_set = sum(t.numel() * t.element_size() for t in first.values()) + (outputs_per_set - 1) * output_bytes
+    count = timing.input_set_count(bytes_per_set, cache_bytes)
+    return [first] + [draw(i) for i in range(1, count)], bytes_per_set
+
+
 def _timing_phase(module, spec, target, info: DeviceInfo, device, shape, knobs: dict, seed: int,
                   budget_s: float) -> tuple[dict, list, list, timing.Timer, Callable[[int], object]]:
     """Rotate input sets over the cache, time candidate and vendor interleaved; returns results + state."""
-    probe = corr.make_arguments(spec, shape, device, corr.generator_for(device, corr.shape_seed(seed, shape, 1)))
-    bytes_per_set = sum(t.numel() * t.element_size() for t in probe.values())
-    cache = max(info.l2_bytes or 0, timing.LAST_LEVEL_CACHE_BYTES.get(target.name, 0))
-    count = timing.input_set_count(bytes_per_set, cache)
-    sets = [probe] + [corr.make_arguments(spec, shape, device,
-                                          corr.generator_for(device, corr.shape_seed(seed, shape, 1 + i)))
-                      for i in range(1, count)]
+    cache = _cache_bytes(info, target)
+    sets, bytes_per_set = _rotating_sets(spec, shape, device, seed, cache)
+    count = len(sets)
     snapshots = [corr.snapshot_inputs(s) for s in sets]
 
     def candidate(i: int):
@@ -113,7 +129,7 @@ def _timing_phase(module, spec, target, info: DeviceInfo, device, shape, knobs: 
             synchronize(device)
             calls["vendor"] = lambda i: vendors[i % count][0]()
         except Exception as exc:  # noqa: BLE001 - e.g. torch._scaled_mm refusing a layout or dtype pair
-            vendor_name, vendor_note = None, f"vendor call failed: {_first_line(exc)}"
+            vendor_name, vendor_note = None, f"vendor call failed: {_last_line(exc)}"
     timer = timing.Timer(device)
     reps = timing.reps_for_budget(timer, candidate, budget_s)
     times = timing.time_calls(timer, calls, reps=reps, warmup=5)
@@ -175,7 +191,7 @@ def runtime_evaluate(path, target: str | None = None, shape=None, knobs: dict | 
         report = corr.check_correctness(module.launch, spec, shapes, knobs, device, seed, sync)
     except Exception as exc:  # noqa: BLE001 - whatever the candidate's launch raised is its verdict
         phases["correctness_s"] = _clock() - t0
-        return finish(_fault_status(exc), _first_line(exc))
+        return finish(_fault_status(exc), _last_line(exc))
     phases["correctness_s"] = _clock() - t0
     record.update(shapes=[c.to_dict() for c in report.checks], reference_dtype=report.reference_dtype)
     if not report.ok:
@@ -188,7 +204,7 @@ def runtime_evaluate(path, target: str | None = None, shape=None, knobs: dict | 
                                                                  seed, timing_budget_s)
     except Exception as exc:  # noqa: BLE001
         phases["timing_s"] = _clock() - t0
-        return finish(_fault_status(exc), _first_line(exc))
+        return finish(_fault_status(exc), _last_line(exc))
     phases["timing_s"] = _clock() - t0
     record.update(timed)
     record["clocks_mhz"]["after_timing"] = read_driver_and_clocks(info.backend, info.index)[1]
@@ -208,7 +224,7 @@ def runtime_evaluate(path, target: str | None = None, shape=None, knobs: dict | 
         ]
     except Exception as exc:  # noqa: BLE001
         phases["defenses_s"] = _clock() - t0
-        return finish(_fault_status(exc), _first_line(exc))
+        return finish(_fault_status(exc), _last_line(exc))
     del sets, snapshots
     torch.cuda.empty_cache()
     checks.append(integrity.check())
@@ -253,14 +269,8 @@ def compare(candidate_path, incumbent_path, target: str | None = None, shape=Non
     info = require_device(tgt.name)
     device = _device(info)
     seed = int(seed) if seed is not None else secrets.randbits(31)
-    probe = corr.make_arguments(cand_spec, shape, device, corr.generator_for(device, corr.shape_seed(seed, shape, 1)))
-    bytes_per_set = sum(t.numel() * t.element_size() for t in probe.values()) + probe["c"].numel() * \
-        probe["c"].element_size()
-    cache = max(info.l2_bytes or 0, timing.LAST_LEVEL_CACHE_BYTES.get(tgt.name, 0))
-    count = timing.input_set_count(bytes_per_set, cache)
-    sets = [probe] + [corr.make_arguments(cand_spec, shape, device,
-                                          corr.generator_for(device, corr.shape_seed(seed, shape, 1 + i)))
-                      for i in range(1, count)]
+    sets, _ = _rotating_sets(cand_spec, shape, device, seed, _cache_bytes(info, tgt), outputs_per_set=2)
+    count = len(sets)
     inc_out = [s["c"].clone() for s in sets]
     cand_knobs, inc_knobs = cand_spec.knobs, inc_spec.knobs
 
@@ -272,8 +282,7 @@ def compare(candidate_path, incumbent_path, target: str | None = None, shape=Non
 
     result = timing.compare_interleaved(cand, inc, device, rounds=rounds, calls_per_round=calls_per_round,
                                         min_gain=min_gain, seed=seed)
-    tol = corr.tolerance_for(cand_spec.dtype, cand_spec.out_dtype)
-    checked = [corr.judge(s["c"], corr.reference(s, cand_spec), tol, shape) for s in sets]
+    checked = [corr.judge_output(s, cand_spec, shape) for s in sets]
     bad = next((c for c in checked if not c.ok), None)
     result.update(shape=list(shape), seed=seed, input_sets=count, device=info.name, measured=True,
                   candidate_correct=bad is None, candidate_verdict=None if bad is None else bad.describe())

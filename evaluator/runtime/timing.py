@@ -2,8 +2,8 @@
 
 Method (named in every result as `timing_method`):
 - several input sets rotate, together larger than twice the last-level cache, so no call finds its
-  operands cached by the previous one (the L2 is 60 MB on an H200; gfx950's 256 MB Infinity Cache is
-  its last level);
+  operands cached by the previous one (the cache size is `Target.last_level_cache_bytes`, or what the
+  device reports if that is larger);
 - warm-up calls first (JIT compilation, module load, cuBLAS handle creation stay out of the numbers);
 - each call timed alone with a pair of device events on the evaluator's stream, many calls, the median
   reported with its interquartile range and min/max;
@@ -25,7 +25,6 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-LAST_LEVEL_CACHE_BYTES = {"sm90": 60 * 2 ** 20, "gfx950": 256 * 2 ** 20}  # H200 L2; MI355X Infinity Cache
 MAX_ROTATION_BYTES = 8 * 2 ** 30   # never allocate more than this for rotation
 MAX_INPUT_SETS = 16
 
