@@ -11,7 +11,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from evaluator.errors import EXIT_CANDIDATE, EXIT_OK, EXIT_USAGE
-from evaluator.ladder import KERNELS_DIR
 from evaluator.targets import TARGETS
 
 from .config import RunConfig
@@ -19,7 +18,7 @@ from .evaluation import MEASURED, OBJECTIVES, STATIC, Evaluator, describe_failur
 from .ledger import MAIN, Ledger, LedgerError
 from .loop import KERNEL, Budget, Optimizer, baseline_commit
 from .prompt import PlaybookEntry
-from .proposers.ladder import LadderProposer, default_ladder_dir, load_stages
+from .proposers.ladder import LadderProposer, default_ladder_dir, load_stages, stage_paths
 from .proposers.llm import LLMProposer, LLMSettings, endpoint_configured
 from .proposers.tune import TuneCache, TuneProposer
 from .reading import format_table, history, history_json, plot, run_config, show, verify
@@ -149,15 +148,15 @@ def _require_endpoint(base_url: str | None) -> None:
 # -- run -----------------------------------------------------------------------------------------------------
 
 
-# Where a bare `nearpeak run` starts: the first reference stage of the target's ladder (gfx950 by default,
-# which needs neither a GPU nor an API key: the ladder proposer and the static objective).
-DEFAULT_START = {"gfx950": "gfx950/fp16/v00_naive.py", "sm90": "sm90/bf16/v00_mma_v2.py"}
-
-
 def _new_run(args) -> tuple[Ledger, RunConfig]:
     if not args.from_file:
+        # A bare `nearpeak run` starts from the first reference stage of the target's main ladder (gfx950 by
+        # default, which needs neither a GPU nor an API key: the ladder proposer and the static objective).
         args.target = args.target or "gfx950"
-        args.from_file = str(KERNELS_DIR / DEFAULT_START[args.target])
+        stages = stage_paths(default_ladder_dir(args.target))
+        if not stages:
+            raise CommandError(f"no --from given and no reference stages in {default_ladder_dir(args.target)}")
+        args.from_file = str(stages[0])
         print(f"no --from given: starting from {args.from_file}", file=sys.stderr)
     kernel = Path(args.from_file)
     if not kernel.is_file():

@@ -33,7 +33,7 @@ def hardware_facts(target_name: str, dtype: str | None) -> str:
         f"- target {t.name} ({', '.join(t.devices)}); backend {t.backend}, arch {t.arch}, warp/wave size {t.warp_size}",
         (f"- {t.compute_units} compute units (CUs/SMs), {t.simds_per_cu} SIMDs or sub-partitions each, "
         f"up to {t.max_waves_per_simd} waves per SIMD, engine clock up to {t.clock_ghz} GHz (datasheet)"),
-        (f"- registers: {t.registers_per_lane} per lane, at most {t.max_registers_per_thread} per thread; "
+        (f"- registers: {t.register_file} per {t.register_file_unit}, at most {t.max_registers_per_thread} per thread; "
         f"shared memory / LDS {t.shared_bytes_per_cu // 1024} KiB per CU/SM"),
     ]
     if peak:

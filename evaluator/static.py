@@ -41,7 +41,7 @@ def gfx950_occupancy(total_vgprs: int, lds_bytes: int, num_warps: int, target: T
     """Waves per SIMD allowed by the register file and by LDS; the smaller one wins."""
     granule = 8
     vgpr_alloc = max(granule, math.ceil(total_vgprs / granule) * granule)
-    by_vgpr = min(target.max_waves_per_simd, target.registers_per_lane // vgpr_alloc)
+    by_vgpr = min(target.max_waves_per_simd, target.register_file // vgpr_alloc)
     waves_per_wg_per_simd = max(1, math.ceil(num_warps / target.simds_per_cu))
     if lds_bytes:
         wgs = target.shared_bytes_per_cu // lds_bytes
@@ -103,7 +103,7 @@ def analyze_sm90(kernel: CompiledKernel, target: Target) -> dict:
     instructions = [ins for _, ins in sass.parse_instructions(text)]
     mix_all = sass.instruction_mix(instructions)
     threads = kernel.num_warps * 32
-    blocks_by_regs = target.registers_per_lane // max(1, res.registers * threads) if res.registers else 32
+    blocks_by_regs = target.register_file // max(1, res.registers * threads) if res.registers else 32
     blocks_by_smem = target.shared_bytes_per_cu // kernel.shared_bytes if kernel.shared_bytes else 32
     blocks = max(0, min(blocks_by_regs, blocks_by_smem, 64 // max(1, kernel.num_warps)))
     report = {

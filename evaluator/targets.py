@@ -19,7 +19,8 @@ class Target:
     clock_ghz: float               # peak engine clock, datasheet
     simds_per_cu: int              # AMD SIMDs per CU; NVIDIA SM sub-partitions
     max_waves_per_simd: int
-    registers_per_lane: int        # AMD: unified VGPR+AGPR file per lane; NVIDIA: per-SM 32-bit registers
+    register_file: int             # 32-bit registers: AMD per lane (VGPR+AGPR), NVIDIA per SM
+    register_file_unit: str        # what register_file counts per: "lane" or "SM"
     max_registers_per_thread: int
     shared_bytes_per_cu: int       # LDS per CU / shared memory per SM usable by blocks
     last_level_cache_bytes: int    # NVIDIA L2; AMD Infinity Cache (MALL), the last level before HBM
@@ -44,7 +45,8 @@ GFX950 = Target(
     clock_ghz=2.4,
     simds_per_cu=4,
     max_waves_per_simd=8,
-    registers_per_lane=512,
+    register_file=512,
+    register_file_unit="lane",
     max_registers_per_thread=512,
     shared_bytes_per_cu=160 * 1024,
     last_level_cache_bytes=256 * 2 ** 20,  # MI355X Infinity Cache
@@ -77,7 +79,8 @@ SM90 = Target(
     clock_ghz=1.83,
     simds_per_cu=4,
     max_waves_per_simd=16,         # 64 warps per SM over 4 sub-partitions
-    registers_per_lane=65536,      # per SM
+    register_file=65536,
+    register_file_unit="SM",
     max_registers_per_thread=255,
     shared_bytes_per_cu=227 * 1024,
     last_level_cache_bytes=60 * 2 ** 20,   # L2; an H200 reports 62914560 bytes

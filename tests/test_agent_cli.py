@@ -11,12 +11,6 @@ def launch(a, b, c):
 '''
 
 
-@pytest.fixture(autouse=True)
-def no_ambient_endpoint(monkeypatch):
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
-        monkeypatch.delenv(name, raising=False)
-
-
 @pytest.mark.parametrize("argv, message", [
     (["run", "--from", "x.py"], "no kernel file x.py"),
     (["run", "--target", "gfx950", "--from", "no/such/kernel.py"], "no kernel file"),

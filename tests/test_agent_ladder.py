@@ -12,12 +12,6 @@ from agent.source import declaration
 from evaluator.ladder import KERNELS_DIR, LADDER_DIRS
 
 
-@pytest.fixture(autouse=True)
-def no_ambient_endpoint(monkeypatch):
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
-        monkeypatch.delenv(name, raising=False)
-
-
 @pytest.fixture(scope="module")
 def ladder_run(tmp_path_factory):
     """Three ladder steps from v00 (the default proposer without an endpoint); run once for the module."""

@@ -22,12 +22,6 @@ from agent_support import (
 from fakellm import FakeLLM, Reply, Status
 
 
-@pytest.fixture(autouse=True)
-def no_ambient_endpoint(monkeypatch):
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL"):
-        monkeypatch.delenv(name, raising=False)
-
-
 @pytest.fixture(scope="module")
 def start(tmp_path_factory):
     path = tmp_path_factory.mktemp("start") / "v00.py"

@@ -61,12 +61,6 @@ def test_ledger_survives_sigkill_at_random_moments(tmp_path):
     assert steps == sorted(steps) and steps[-1] > steps[0] > 1, f"the writer made no progress: {steps}"
 
 
-@pytest.fixture(autouse=True)
-def no_ambient_endpoint(monkeypatch):
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
-        monkeypatch.delenv(name, raising=False)
-
-
 def test_killed_run_resumes_with_a_complete_history(tmp_path, capsys):
     start = tmp_path / "v00.py"
     start.write_text(need(V00).read_text())

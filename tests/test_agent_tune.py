@@ -10,12 +10,6 @@ from agent.proposers.tune import TuneCache, TuneProposer
 from agent.source import declaration
 
 
-@pytest.fixture(autouse=True)
-def no_ambient_endpoint(monkeypatch):
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
-        monkeypatch.delenv(name, raising=False)
-
-
 @pytest.fixture(scope="module")
 def start(tmp_path_factory):
     """v00 with a narrow sweep (BLOCK_K x num_warps: three other configurations) to keep compiles few."""

@@ -32,14 +32,19 @@ def default_ladder_dir(target: str, dtype: str | None = None) -> Path:
 
 
 def _ladder_dtype(directory: Path) -> str | None:
-    first = next(iter(sorted(directory.glob("v[0-9][0-9]_*.py"))), None)
-    return read_constant(first, "DTYPE") if first else None
+    paths = stage_paths(directory)
+    return read_constant(paths[0], "DTYPE") if paths else None
+
+
+def stage_paths(directory: Path) -> list[Path]:
+    """The stage files `vNN_*.py` of a ladder directory, in order."""
+    return sorted(directory.glob("v[0-9][0-9]_*.py"))
 
 
 def load_stages(directory: Path) -> list[Stage]:
-    """The stage files `vNN_*.py` of a ladder directory, in order."""
+    """The stages of a ladder directory, in order, with what their files declare."""
     stages = []
-    for path in sorted(directory.glob("v[0-9][0-9]_*.py")):
+    for path in stage_paths(directory):
         text = path.read_text()
         doc = (module_docstring(text) or path.stem).strip().splitlines()[0]
         stages.append(Stage(name=declaration(text, "STAGE", path.stem[:3]), path=path,
