@@ -1,18 +1,220 @@
-"""`nearpeak`: one command, several subcommands.
+"""`nearpeak`: one command, several subcommands; argument parsing and dispatch only.
 
-Each subcommand lives with the code it drives; this module only assembles them. A module adds its
-subcommands through `register(subparsers)`, and each parser sets `func(args) -> int` (the exit code).
+The evaluator contributes its subcommands through `evaluator.cli.register(subparsers)`; the agent's (`run`,
+`history`, `show`, `replay`) are declared here and hand over to agent.runs (creating and resuming runs),
+agent.loop (the optimization) and agent.reading (reading a run back). Each parser sets `func(args) -> int`,
+the exit code (README.md lists them).
 """
 from __future__ import annotations
 
 import argparse
-import importlib
+import json
 import sys
+from pathlib import Path
 
-from evaluator.errors import EXIT_USAGE
+from evaluator import cli as evaluator_cli
+from evaluator.errors import EXIT_CANDIDATE, EXIT_OK, EXIT_USAGE
+from evaluator.targets import TARGETS
 
-# Modules that contribute subcommands, in the order `nearpeak --help` lists them.
-COMMAND_MODULES = ("evaluator.cli", "agent.commands")
+from .evaluation import Evaluator
+from .ledger import MAIN, LedgerError
+from .loop import KERNEL, Budget, Optimizer
+from .proposers import ProposerSetupError, make_proposer
+from .proposers.llm import DEFAULT_MODEL
+from .reading import format_table, history, history_json, plot, run_config, show, verify
+from .runs import CommandError, NewRun, Resume, StartFailure, create_run, open_run, resume_run
+from .source import declaration
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _non_negative(kind):
+    def parse(text: str):
+        value = kind(text)
+        if value < 0:
+            raise argparse.ArgumentTypeError(f"must not be negative, got {value}")
+        return value
+    return parse
+
+
+def register(subparsers) -> None:
+    """Declare the agent's subcommands."""
+    run = subparsers.add_parser("run", help="optimize a kernel: propose, evaluate, accept, commit to a run ledger",
+                                description="Start an optimization run (or --resume one). Each run is a git "
+                                            "repository under --runs-dir; see docs/ledger-format.md.")
+    run.add_argument("--target", choices=sorted(TARGETS),
+                     help="GPU family to optimize for (default: the starting kernel's TARGET)")
+    run.add_argument("--from", dest="from_file", metavar="KERNEL_FILE",
+                     help="starting kernel (contract file; default: stage v00 of the target's ladder, gfx950 if "
+                          "no target is given)")
+    run.add_argument("--proposer", choices=("llm", "ladder", "tune"),
+                     help="where candidates come from (default: llm when an endpoint is configured through "
+                          "OPENAI_API_KEY, OPENAI_BASE_URL or --base-url, else ladder)")
+    run.add_argument("--steps", type=_positive_int, help="steps to run (default 3; with --resume: the new total)")
+    run.add_argument("--candidates", type=_positive_int, default=1, help="candidates per step (default 1)")
+    run.add_argument("--model", help=f"LLM model name (default: $OPENAI_MODEL or {DEFAULT_MODEL})")
+    run.add_argument("--base-url", help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL)")
+    run.add_argument("--runs-dir", default="runs", help="where run repositories live (default ./runs)")
+    run.add_argument("--run-id", help="name of the new run (default: KERNEL-TARGET-UTCTIME)")
+    run.add_argument("--resume", metavar="RUN", help="continue a run (a path, or a run id under --runs-dir)")
+    run.add_argument("--min-gain", type=_non_negative(float), default=0.01,
+                     help="measured mode: accept when the speedup's 95%% lower bound exceeds 1 + this (default 0.01)")
+    run.add_argument("--max-spills", type=_non_negative(int), default=0,
+                     help="spill instructions allowed in the hot loop by the static screen (default 0)")
+    run.add_argument("--max-tokens", type=_positive_int,
+                     help="stop once the run has used this many LLM tokens (checked between candidates)")
+    run.add_argument("--max-wall", type=_non_negative(float), metavar="SECONDS",
+                     help="stop after this many seconds of this invocation (checked between candidates)")
+    run.add_argument("--seed", type=int, default=0, help="seed for LLM sampling and runtime inputs (default 0)")
+    run.add_argument("--request-timeout", type=_non_negative(float), default=120.0,
+                     help="seconds per LLM request (default 120)")
+    run.add_argument("--retries", type=_non_negative(int), default=3,
+                     help="LLM retries per candidate after the first try (default 3)")
+    run.add_argument("--retry-backoff", type=_non_negative(float), default=2.0,
+                     help="seconds before the first LLM retry after a transport error; doubles (default 2)")
+    run.add_argument("--ladder-dir", help="ladder of reference stages (default: kernels/<target>/<dtype>)")
+    run.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    run.set_defaults(func=cmd_run)
+
+    hist = subparsers.add_parser("history", help="every step and attempt of a run, with verdicts and figures")
+    hist.add_argument("run", metavar="RUN", help="run path or id")
+    hist.add_argument("--runs-dir", default="runs")
+    hist.add_argument("--json", action="store_true")
+    hist.set_defaults(func=cmd_history)
+
+    sh = subparsers.add_parser("show", help="the diff and evaluation of one step (3) or candidate (3.2)")
+    sh.add_argument("run", metavar="RUN")
+    sh.add_argument("step", metavar="STEP")
+    sh.add_argument("--runs-dir", default="runs")
+    sh.set_defaults(func=cmd_show)
+
+    rep = subparsers.add_parser("replay", help="walk a run's accepted steps; re-check or plot them")
+    rep.add_argument("run", metavar="RUN")
+    rep.add_argument("--verify", action="store_true", help="re-evaluate each accepted step and flag drift")
+    rep.add_argument("--plot", metavar="FILE.png", help="draw the climb with matplotlib")
+    rep.add_argument("--runs-dir", default="runs")
+    rep.set_defaults(func=cmd_replay)
+
+
+def _guarded(func):
+    """Turn user-facing failures into a message and an exit code instead of a traceback."""
+    def wrapper(args) -> int:
+        try:
+            return func(args)
+        except (CommandError, LedgerError, ProposerSetupError) as exc:
+            _say(f"nearpeak {args.command}: error: {exc}")
+            return EXIT_USAGE
+        except KeyboardInterrupt:
+            _say(f"nearpeak {args.command}: interrupted")
+            return 130
+    wrapper.__doc__ = func.__doc__
+    return wrapper
+
+
+def _new_run_request(args) -> NewRun:
+    return NewRun(runs_dir=Path(args.runs_dir), target=args.target, from_file=args.from_file,
+                  proposer=args.proposer, run_id=args.run_id, steps=args.steps, candidates=args.candidates,
+                  model=args.model, base_url=args.base_url, min_gain=args.min_gain, max_spills=args.max_spills,
+                  max_tokens=args.max_tokens, max_wall=args.max_wall, seed=args.seed,
+                  request_timeout=args.request_timeout, retries=args.retries, retry_backoff=args.retry_backoff,
+                  ladder_dir=args.ladder_dir)
+
+
+@_guarded
+def cmd_run(args) -> int:
+    """Start or resume a run; progress on stderr, the summary table (or JSON) on stdout."""
+    if args.resume and (args.target or args.from_file or args.run_id):
+        raise CommandError("--resume continues an existing run; do not combine it with --target, --from or --run-id")
+    try:
+        if args.resume:
+            ledger, config = resume_run(Resume(run=args.resume, runs_dir=Path(args.runs_dir), steps=args.steps,
+                                               base_url=args.base_url, model=args.model,
+                                               max_tokens=args.max_tokens, max_wall=args.max_wall), _say)
+        else:
+            ledger, config = create_run(_new_run_request(args), _say)
+    except StartFailure as exc:
+        _say(f"nearpeak run: {exc}")
+        return EXIT_CANDIDATE
+    try:
+        root = ledger.main_line()[0].sha
+        proposer = make_proposer(config, ledger.path.parent, declaration(ledger.read(root, KERNEL).decode(), "DTYPE"))
+        budget = Budget(max_tokens=config.max_tokens, max_wall=config.max_wall)
+        optimizer = Optimizer(ledger, config, proposer, Evaluator(config.target, config.seed), budget, _say)
+        result = optimizer.run()
+    finally:
+        ledger.unlock()
+    _say(f"run stopped: {result.stop_reason}")
+    if args.json:
+        print(json.dumps({**history_json(ledger), "stop_reason": result.stop_reason, "steps_run": result.steps_run},
+                         indent=1))
+    else:
+        print(f"run: {ledger.path}\nmode: {config.mode} ({config.objective})\nstopped: {result.stop_reason}\n")
+        print(format_table(history(ledger)))
+    return EXIT_OK
+
+
+@_guarded
+def cmd_history(args) -> int:
+    ledger = open_run(args.run, args.runs_dir)
+    if args.json:
+        print(json.dumps(history_json(ledger), indent=1))
+        return EXIT_OK
+    config = run_config(ledger)
+    print(f"run: {ledger.path}\ntarget: {config.target}  proposer: {config.proposer}  mode: {config.mode}\n"
+          f"accept rule: {config.objective}\n")
+    print(format_table(history(ledger)))
+    return EXIT_OK
+
+
+@_guarded
+def cmd_show(args) -> int:
+    ledger = open_run(args.run, args.runs_dir)
+    try:
+        text = show(ledger, args.step)
+    except LookupError as exc:
+        raise CommandError(str(exc.args[0])) from None
+    print(text, end="")
+    return EXIT_OK
+
+
+@_guarded
+def cmd_replay(args) -> int:
+    ledger = open_run(args.run, args.runs_dir)
+    config = run_config(ledger)
+    if args.plot:
+        try:
+            import matplotlib  # noqa: F401 - only checking that it is there
+        except ImportError:
+            raise CommandError("--plot needs matplotlib: pip install 'nearpeak[plot]'") from None
+    rows = [r for r in history(ledger) if r.ref == MAIN]
+    print(f"run: {ledger.path} ({config.mode} mode)\n")
+    print(format_table(rows))
+    status = EXIT_OK
+    if args.verify:
+        _say(f"re-evaluating {len(rows)} accepted step(s) for {config.target} ...")
+        drifts = verify(ledger, Evaluator(config.target, config.seed))
+        print()
+        for drift in drifts:
+            notes = "".join(f" (note: {n})" for n in drift.notes)
+            print(f"step {drift.step} ({drift.commit[:12]}): " + ("; ".join(drift.problems) or "reproduced") + notes)
+        bad = [d for d in drifts if d.problems]
+        print(f"\nverify: {len(drifts) - len(bad)}/{len(drifts)} accepted step(s) reproduced")
+        intact, detail = ledger.fsck()
+        print("repository: git fsck clean" if intact else f"repository: git fsck FAILED: {detail}")
+        status = EXIT_CANDIDATE if bad or not intact else EXIT_OK
+    if args.plot:
+        plot(ledger, Path(args.plot))
+        print(f"plot: {args.plot}")
+    return status
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -20,14 +222,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="nearpeak",
         description="Agent-driven optimization of Gluon GEMM kernels for gfx950 (MI350/MI355) and sm90 (H100/H200).")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name != name:
-                raise
-            continue
-        module.register(subparsers)
+    evaluator_cli.register(subparsers)
+    register(subparsers)
     return parser
 
 

@@ -1,4 +1,5 @@
-"""Proposers: where candidate kernels come from. All share one small interface.
+"""Proposers: where candidate kernels come from. All share one small interface; `make_proposer` builds the
+one a run is configured with.
 
 `propose(context) -> list[Candidate | FailedProposal]` returns up to `context.count` new candidates for the
 step; an empty list means the proposer has nothing left to try. A `FailedProposal` is a proposer that tried
@@ -9,7 +10,10 @@ from each verdict (the tuner's cache); it is optional.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
+
+TUNE_CACHE = "tune-cache.json"    # the tuner's cache, shared by the runs of one runs directory
 
 
 @dataclass(frozen=True)
@@ -79,3 +83,33 @@ class Proposer(Protocol):
     def propose(self, context: ProposalContext) -> list[Candidate | FailedProposal]: ...
 
     def observe(self, candidate: Candidate, outcome: Outcome) -> None: ...
+
+
+class ProposerSetupError(ValueError):
+    """A proposer that cannot be built from the run's configuration (no endpoint, no ladder directory)."""
+
+
+def make_proposer(config, runs_dir: Path, dtype: str | None) -> Proposer:
+    """The proposer `config` (a RunConfig) names; `dtype` (the starting kernel's DTYPE) picks the ladder."""
+    # Imported here: each proposer module imports the records above from this package.
+    from .ladder import LadderProposer, default_ladder_dir, load_stages
+    from .llm import DEFAULT_MODEL, LLMProposer, LLMSettings, endpoint_configured
+    from .tune import TuneCache, TuneProposer
+
+    if config.proposer == "tune":
+        return TuneProposer(TuneCache(runs_dir / TUNE_CACHE))
+    ladder = Path(config.ladder_dir) if config.ladder_dir else default_ladder_dir(config.target, dtype)
+    if config.proposer == "ladder":
+        if not ladder.is_dir():
+            raise ProposerSetupError(f"no ladder directory {ladder}")
+        return LadderProposer(ladder)
+    if not endpoint_configured(config.base_url):
+        raise ProposerSetupError("the llm proposer needs an endpoint: set OPENAI_API_KEY (and OPENAI_BASE_URL) "
+                                 "or pass --base-url")
+    from ..prompt import PlaybookEntry
+
+    playbook = [PlaybookEntry(s.name, s.technique) for s in load_stages(ladder)] if ladder.is_dir() else []
+    settings = LLMSettings(model=config.model or DEFAULT_MODEL, base_url=config.base_url,
+                           request_timeout=config.request_timeout, retries=config.retries,
+                           backoff=config.retry_backoff, seed=config.seed)
+    return LLMProposer(settings, playbook, config.objective)

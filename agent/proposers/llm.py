@@ -17,6 +17,7 @@ from ..source import declaration
 from . import Candidate, FailedProposal, ProposalContext
 
 MAX_RETRY_AFTER_S = 60.0
+DEFAULT_MODEL = "gpt-4o"
 
 
 @dataclass(frozen=True)
