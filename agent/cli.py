@@ -154,12 +154,13 @@ def cmd_run(args) -> int:
         ledger.unlock()
     _say(f"run stopped: {result.stop_reason}")
     if args.json:
-        print(json.dumps({**history_json(ledger), "stop_reason": result.stop_reason, "steps_run": result.steps_run},
+        print(json.dumps({**history_json(ledger), "stop_reason": result.stop_reason, "steps_run": result.steps_run,
+                          "exit_code": result.exit_code},
                          indent=1))
     else:
         print(f"run: {ledger.path}\nmode: {config.mode} ({config.objective})\nstopped: {result.stop_reason}\n")
         print(format_table(history(ledger)))
-    return EXIT_OK
+    return result.exit_code
 
 
 @_guarded

@@ -27,6 +27,7 @@ import git
 
 MAIN = "refs/heads/main"
 ATTEMPTS = "refs/attempts/"
+PROPOSALS = "refs/proposals/"   # candidates received but not yet judged (kept across a kill)
 SCRATCH = ".work"        # per-run scratch space for candidate files under evaluation; never committed
 _LOCK_NAME = "nearpeak.lock"
 _GIT_ERRORS = (git.GitCommandError, git.InvalidGitRepositoryError, git.NoSuchPathError, ValueError)
@@ -90,6 +91,10 @@ def parse_trailers(message: str) -> dict[str, str]:
 
 def attempt_ref(step: int, candidate: int) -> str:
     return f"{ATTEMPTS}{step}-{candidate}"
+
+
+def proposal_ref(step: int, candidate: int) -> str:
+    return f"{PROPOSALS}{step}-{candidate}"
 
 
 class Ledger:
@@ -238,7 +243,14 @@ class Ledger:
 
     def attempts(self) -> list[Entry]:
         """Every commit on an attempt ref, ordered by step and candidate."""
-        out = self._git("for-each-ref", "--format=%(objectname) %(refname)", ATTEMPTS)
+        return self._under(ATTEMPTS)
+
+    def proposals(self) -> list[Entry]:
+        """Candidates received from a proposer and not yet judged, ordered by step and candidate."""
+        return self._under(PROPOSALS)
+
+    def _under(self, prefix: str) -> list[Entry]:
+        out = self._git("for-each-ref", "--format=%(objectname) %(refname)", prefix)
         entries = [self._entry(*line.split(" ", 1)) for line in out.splitlines() if line]
         return sorted(entries, key=lambda e: (e.step, e.candidate))
 

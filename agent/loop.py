@@ -2,8 +2,12 @@
 
 The controller owns no state of its own between steps: everything it needs (incumbent, attempts, tokens
 spent) is read back from the ledger, which is what makes `--resume` after a kill work. Within a step each
-candidate is committed as soon as it is judged, so a kill loses at most the candidate being evaluated:
+proposal is committed the moment it arrives, before anything evaluates it, so a kill loses only requests
+still in flight (and every token spent is counted):
 
+* a received candidate waits on `refs/proposals/<step>-<n>` until it is judged; its judged commit replaces
+  that ref in one ref transaction, and `--resume` judges whatever is still waiting;
+* the static screens of a step's received candidates run in parallel; judging and committing stay in order;
 * a candidate that fails the screen or the accept rule goes to `refs/attempts/<step>-<n>` (rejected);
 * one that passes also goes there (verdict `passed`) unless it is the step's last candidate and the best so
   far, in which case it is committed straight to `main` (accepted);
@@ -13,22 +17,26 @@ candidate is committed as soon as it is judged, so a kill loses at most the cand
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 import traceback
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .config import RunConfig
 from .evaluation import MEASURED, Evaluator, Judgement, judge_measured, judge_static, screen
 from .figures import commit_message, headline, trailers
-from .ledger import MAIN, SCRATCH, Entry, Ledger, attempt_ref
-from .proposers import Attempt, Candidate, FailedProposal, Outcome, ProposalContext, Proposer
+from .ledger import MAIN, SCRATCH, Entry, Ledger, attempt_ref, proposal_ref
+from .proposers import Attempt, Candidate, FailedProposal, Outcome, ProposalContext, Proposer, ProposerStopped
 from .source import sha256
 
 KERNEL, RECORD, STEP, RUN = "kernel.py", "evaluation.json", "step.json", "run.json"
 ACCEPTED, PASSED, REJECTED, FAILED, BASELINE = "accepted", "passed", "rejected", "proposal-failed", "baseline"
+PROPOSED = "proposed"
+PENDING_STATUS = "pending"      # evaluation.json of a received, not yet judged candidate
 
 
 def dump(data: dict) -> bytes:
@@ -51,6 +59,7 @@ class RunResult:
     path: Path
     stop_reason: str
     steps_run: list[int] = field(default_factory=list)
+    exit_code: int = 0              # non-zero when the proposer stopped the run (e.g. endpoint unavailable)
 
 
 class Optimizer:
@@ -79,7 +88,7 @@ class Optimizer:
         return head, self.ledger.read(head.sha, KERNEL).decode(), self._json(head.sha, RECORD)
 
     def tokens_spent(self) -> int:
-        return sum(int(e.trailers.get("Tokens", "0") or 0) for e in self.ledger.entries())
+        return sum(int(e.trailers.get("Tokens", "0") or 0) for e in self.ledger.entries() + self.ledger.proposals())
 
     def _context(self, step: int, count: int, incumbent_source: str, incumbent_record: dict) -> ProposalContext:
         entries = self.ledger.entries()
@@ -90,7 +99,7 @@ class Optimizer:
         last = entries[-1]
         last_record = self._json(last.sha, RECORD) if last.step > 0 else None
         last_source = (self.ledger.read(last.sha, KERNEL) or b"").decode() if last.step > 0 else None
-        tried = frozenset(e.trailers.get("Kernel-Sha256", "") for e in entries)
+        tried = frozenset(e.trailers.get("Kernel-Sha256", "") for e in entries + self.ledger.proposals())
         return ProposalContext(target=self.config.target, step=step, count=count,
                                incumbent_source=incumbent_source, incumbent_record=incumbent_record,
                                last_record=last_record, last_source=last_source, history=history, tried=tried)
@@ -109,10 +118,12 @@ class Optimizer:
 
     # -- the loop ----------------------------------------------------------------------------------------
 
-    def budget_stop(self) -> str | None:
+    def budget_stop(self, tokens: bool = True) -> str | None:
+        """Why the run must stop now, if it must; `tokens=False` checks only the clock (judging a candidate
+        already received costs no tokens)."""
         if self.budget.max_wall is not None and time.monotonic() - self.started >= self.budget.max_wall:
             return f"wall-clock budget of {self.budget.max_wall:g} s reached"
-        if self.budget.max_tokens is not None:
+        if tokens and self.budget.max_tokens is not None:
             spent = self.tokens_spent()
             if spent >= self.budget.max_tokens:
                 return f"token budget of {self.budget.max_tokens} reached ({spent} spent)"
@@ -126,7 +137,11 @@ class Optimizer:
             if stop:
                 result.stop_reason = stop
                 break
-            outcome = self.run_step(step)
+            try:
+                outcome = self.run_step(step)
+            except ProposerStopped as exc:
+                result.stop_reason, result.exit_code = str(exc), exc.exit_code
+                break
             if outcome is not None:
                 result.stop_reason = outcome
                 break
@@ -136,42 +151,98 @@ class Optimizer:
         return result
 
     def run_step(self, step: int) -> str | None:
-        """Do (or finish) one step; returns a stop reason when the run cannot go on."""
-        entries = [e for e in self.ledger.entries() if e.step == step]
+        """Do (or finish) one step; returns a stop reason when the run cannot go on.
+
+        Raises ProposerStopped (after judging what was received) when the proposer says the run must end.
+        """
+        judged = [e for e in self.ledger.entries() if e.step == step]
         head, incumbent_source, incumbent_record = self._incumbent()
-        need = self.config.candidates - len(entries)
-        proposals: list[Candidate | FailedProposal] = []
+        waiting = [e for e in self.ledger.proposals() if e.step == step]
+        need = self.config.candidates - len(judged) - len(waiting)
+        stopped = None
         if need > 0:
             self.progress(f"[step {step}/{self.config.steps}] asking {self.proposer.name} for {need} candidate(s)")
             context = self._context(step, need, incumbent_source, incumbent_record)
-            proposals = list(self.proposer.propose(context))[:need]
-            if not proposals and not entries:
+            try:
+                received = self._receive(step, context, head, incumbent_source, len(judged) + len(waiting) + 1)
+            except ProposerStopped as exc:
+                received, stopped = None, exc
+            if received == 0 and not judged and not waiting:
                 return f"the {self.proposer.name} proposer has nothing left to propose"
-        best: tuple | None = max((self._score_of(e) for e in entries if e.verdict == PASSED), default=None)
-        stop = None
-        for index, proposal in enumerate(proposals, start=len(entries) + 1):
-            stop = self.budget_stop()
-            if stop:
-                break  # what passed so far is still promoted: the budget ends the run, not the step's result
-            last = index == len(entries) + len(proposals)
-            score = self._handle(step, index, proposal, head, incumbent_source, incumbent_record, last, best)
-            if score is not None and (best is None or score > best):
-                best = score
+            waiting = [e for e in self.ledger.proposals() if e.step == step]
+        stop = self._judge_waiting(step, waiting, head, incumbent_source, incumbent_record)
         if self.ledger.resolve(MAIN) == head.sha:
             self._promote_best(step, head)
+        if stopped is not None:
+            raise stopped
         return stop
+
+    def _receive(self, step: int, context: ProposalContext, head: Entry, incumbent_source: str, first: int) -> int:
+        """Commit each proposal the moment the proposer hands it over; returns how many arrived."""
+        count = 0
+        for n, proposal in enumerate(self.proposer.propose(context), start=first):
+            if count == context.count:
+                break
+            count += 1
+            if isinstance(proposal, FailedProposal):
+                self._commit_failure(step, n, proposal, head, incumbent_source)
+                self.progress(f"[step {step}/{self.config.steps}] candidate {n}: {FAILED}: {proposal.reason}")
+            else:
+                self._commit_proposal(step, n, proposal, head)
+                self.progress(f"[step {step}/{self.config.steps}] candidate {n} received: {proposal.title}")
+        return count
+
+    def _judge_waiting(self, step: int, waiting: list[Entry], head: Entry, incumbent_source: str,
+                       incumbent_record: dict) -> str | None:
+        """Screen the step's received candidates in parallel, then judge and commit them in order."""
+        entries = [e for e in self.ledger.entries() if e.step == step]
+        best: tuple | None = max((self._score_of(e) for e in entries if e.verdict == PASSED), default=None)
+        proposals = [(entry, self._received(entry)) for entry in waiting]
+        screens = self._static_screens(step, [(e.candidate, c.source) for e, c in proposals])
+        for index, (entry, proposal) in enumerate(proposals):
+            stop = self.budget_stop(tokens=False)
+            if stop:
+                return stop  # what passed so far is still promoted; the rest waits for --resume
+            last = index == len(proposals) - 1
+            score = self._handle(step, entry.candidate, proposal, head, incumbent_source, incumbent_record, last,
+                                 best, screens.get(entry.candidate), entry.ref)
+            if score is not None and (best is None or score > best):
+                best = score
+        return None
+
+    def _static_screens(self, step: int, candidates: list[tuple[int, str]]) -> dict[int, dict]:
+        """The static record of each candidate not seen before, compiled in parallel on the CPU cores."""
+        seen = {e.trailers.get("Kernel-Sha256") for e in self.ledger.entries()}
+        todo, digests = [], set()
+        for n, source in candidates:
+            digest = sha256(source)
+            if digest not in seen and digest not in digests:
+                digests.add(digest)
+                todo.append((n, self._scratch_file(step, n, source)))
+        if not todo:
+            return {}
+        with ThreadPoolExecutor(max_workers=max(1, min(len(todo), os.cpu_count() or 1))) as pool:
+            records = pool.map(lambda item: self._safe_record(item[1], run=False), todo)
+            return {n: record for (n, _), record in zip(todo, records)}
+
+    def _received(self, entry: Entry) -> Candidate:
+        """The candidate a proposal commit holds."""
+        files = self.ledger.files(entry.sha)
+        step_data = json.loads(files.pop(STEP))
+        for name in (RUN, RECORD):
+            files.pop(name, None)
+        source = files.pop(KERNEL).decode()
+        return Candidate(source=source, rationale=step_data.get("rationale", ""), title=step_data.get("title", ""),
+                         meta=step_data.get("proposal") or {}, artifacts={k: v.decode() for k, v in files.items()})
 
     def _score_of(self, entry: Entry) -> tuple:
         return tuple(self._json(entry.sha, STEP).get("score") or ())
 
-    def _handle(self, step: int, n: int, proposal, head: Entry, incumbent_source: str, incumbent_record: dict,
-                last: bool, best: tuple | None) -> tuple | None:
-        """Evaluate and commit one proposal; returns its score when it passed."""
+    def _handle(self, step: int, n: int, proposal: Candidate, head: Entry, incumbent_source: str,
+                incumbent_record: dict, last: bool, best: tuple | None, static_record: dict | None,
+                waiting_ref: str) -> tuple | None:
+        """Evaluate and commit one received proposal; returns its score when it passed."""
         tag = f"[step {step}/{self.config.steps}] candidate {n}"
-        if isinstance(proposal, FailedProposal):
-            self._commit_failure(step, n, proposal, head, incumbent_source)
-            self.progress(f"{tag}: {FAILED}: {proposal.reason}")
-            return None
         started = time.monotonic()
         digest = sha256(proposal.source)
         duplicate = next((e for e in self.ledger.entries() if e.trailers.get("Kernel-Sha256") == digest), None)
@@ -180,23 +251,28 @@ class Optimizer:
             judgement = Judgement(False, f"duplicate of step {duplicate.step}.{duplicate.candidate}; not re-evaluated",
                                   (), False)
         else:
-            record, judgement = self._evaluate(step, n, proposal.source, incumbent_source, incumbent_record)
+            record, judgement = self._evaluate(step, n, proposal.source, incumbent_source, incumbent_record,
+                                               static_record)
         elapsed = time.monotonic() - started
         passed = judgement.passed
         accept_now = passed and last and (best is None or judgement.score > best)
         verdict = ACCEPTED if accept_now else (PASSED if passed else REJECTED)
-        self._commit_candidate(step, n, proposal, record, judgement, verdict, head, elapsed)
+        self._commit_candidate(step, n, proposal, record, judgement, verdict, head, elapsed, waiting_ref)
         if duplicate is None:
             self.proposer.observe(proposal, Outcome(verdict, judgement.reason, record, judgement.screened_out))
         self.progress(f"{tag} {proposal.title}: {verdict} - {judgement.reason} [{headline(record)}; {elapsed:.1f} s]")
         return judgement.score if passed else None
 
-    def _evaluate(self, step: int, n: int, source: str, incumbent_source: str,
-                  incumbent_record: dict) -> tuple[dict, Judgement]:
+    def _scratch_file(self, step: int, n: int, source: str) -> Path:
         path = self.scratch / f"step{step:03d}-{n}" / KERNEL
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(source)
-        record = self._safe_record(path, run=False)
+        return path
+
+    def _evaluate(self, step: int, n: int, source: str, incumbent_source: str, incumbent_record: dict,
+                  static_record: dict | None) -> tuple[dict, Judgement]:
+        path = self._scratch_file(step, n, source)
+        record = static_record if static_record is not None else self._safe_record(path, run=False)
         reason = screen(record, self.config.max_spills)
         if reason is None and self.config.mode == MEASURED:
             record = self._safe_record(path, run=True)
@@ -226,18 +302,28 @@ class Optimizer:
 
     # -- committing --------------------------------------------------------------------------------------
 
+    def _commit_proposal(self, step: int, n: int, proposal: Candidate, head: Entry) -> str:
+        """A received candidate, kept on its proposal ref until it is judged."""
+        step_data = step_json(self.config, step=step, candidate=n, verdict=PROPOSED, reason="received, not yet judged",
+                              proposer=self.proposer.name, title=proposal.title, rationale=proposal.rationale,
+                              kernel_sha256=sha256(proposal.source), proposal=proposal.meta, incumbent=head.sha)
+        record = {"status": PENDING_STATUS, "target": self.config.target,
+                  "triton_version": self.config.triton_version}
+        return self._commit(head, proposal.source, record, step_data, proposal.artifacts, proposal_ref(step, n))
+
     def _commit_candidate(self, step: int, n: int, proposal: Candidate, record: dict, judgement: Judgement,
-                          verdict: str, head: Entry, elapsed: float) -> str:
+                          verdict: str, head: Entry, elapsed: float, waiting_ref: str) -> str:
         step_data = step_json(self.config, step=step, candidate=n, verdict=verdict, reason=judgement.reason,
                               proposer=self.proposer.name, title=proposal.title, rationale=proposal.rationale,
                               kernel_sha256=sha256(proposal.source), score=list(judgement.score),
                               screened_out=judgement.screened_out, comparison=judgement.comparison,
                               proposal=proposal.meta, incumbent=head.sha, elapsed_s=round(elapsed, 3))
         ref = MAIN if verdict == ACCEPTED else attempt_ref(step, n)
-        return self._commit(head, proposal.source, record, step_data, proposal.artifacts, ref)
+        return self._commit(head, proposal.source, record, step_data, proposal.artifacts, ref, (waiting_ref,))
 
     def _commit_failure(self, step: int, n: int, failure: FailedProposal, head: Entry, incumbent_source: str) -> str:
-        record = {"status": "no_candidate", "message": failure.reason, "target": self.config.target}
+        record = {"status": "no_candidate", "message": failure.reason, "target": self.config.target,
+                  "triton_version": self.config.triton_version}
         step_data = step_json(self.config, step=step, candidate=n, verdict=FAILED, reason=failure.reason,
                               proposer=self.proposer.name, title="no candidate", screened_out=True,
                               proposal=failure.meta, incumbent=head.sha)
@@ -245,10 +331,11 @@ class Optimizer:
         return self._commit(head, incumbent_source, record, step_data, failure.artifacts, attempt_ref(step, n))
 
     def _commit(self, head: Entry, source: str, record: dict, step_data: dict, artifacts: dict[str, str],
-                ref: str) -> str:
+                ref: str, delete_refs: tuple[str, ...] = ()) -> str:
         files = {RUN: self.run_file, KERNEL: source.encode(), RECORD: dump(record), STEP: dump(step_data),
                  **{k: v.encode() for k, v in artifacts.items()}}
-        return self.ledger.commit(files, self._message(step_data, record), parent=head.sha, ref=ref)
+        return self.ledger.commit(files, self._message(step_data, record), parent=head.sha, ref=ref,
+                                  delete_refs=delete_refs)
 
     def _message(self, step_data: dict, record: dict) -> str:
         summary = f"step {step_data['step']}.{step_data['candidate']}: {step_data['verdict']} - {step_data['title']}"

@@ -1,8 +1,15 @@
 """A scripted OpenAI-compatible chat server for tests: real HTTP on localhost, one thread per request.
 
-Each POST to /v1/chat/completions takes the next action from the script: a reply (with token usage), an
-HTTP error status (with headers, e.g. Retry-After), or a delay before replying (to trip client timeouts).
-Every request body is kept so tests can check what the model was told.
+Each POST to /v1/chat/completions takes the next action from the script and behaves the way real endpoints
+do on a bad day:
+
+* `Reply`: a well-formed completion (with token usage), optionally after a delay;
+* `Status`: an HTTP error with a JSON error body and headers (401, 404 unknown model, 429 + Retry-After, 500);
+* `Raw`: any status, content type and body, e.g. a 200 whose JSON is cut off, or an HTML error page;
+* `Stall`: the status line and headers, then a part of the body, then silence for `seconds`.
+
+Every request body is kept, with when it arrived and when its answer finished, so tests can check what the
+model was told and whether requests overlapped in time.
 """
 from __future__ import annotations
 
@@ -28,12 +35,45 @@ class Status:
     message: str = "scripted error"
 
 
-class FakeLLM:
-    """Serves `script` in order; once it runs out, every request gets HTTP 503."""
+@dataclass(frozen=True)
+class Raw:
+    body: str
+    code: int = 200
+    content_type: str = "application/json"
 
-    def __init__(self, script: list[Reply | Status]):
+
+@dataclass(frozen=True)
+class Stall:
+    seconds: float
+    partial: str = '{"id": "chatcmpl-stall", "choices": ['
+
+
+@dataclass
+class Request:
+    body: dict
+    arrived: float
+    finished: float | None = None
+
+    @property
+    def messages(self) -> list[dict]:
+        return self.body.get("messages", [])
+
+
+def completion(content: str, model: str, prompt_tokens: int = 100, completion_tokens: int = 50) -> dict:
+    """A chat.completion body as OpenAI-compatible servers send it."""
+    return {"id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()), "model": model,
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                      "total_tokens": prompt_tokens + completion_tokens}}
+
+
+class FakeLLM:
+    """Serves `script` in order; once it runs out, every request gets `after` (HTTP 503 by default)."""
+
+    def __init__(self, script: list, after=None):
         self.script = list(script)
-        self.requests: list[dict] = []
+        self.after = after or Status(503, message="script exhausted")
+        self.log: list[Request] = []
         self._lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
@@ -44,6 +84,11 @@ class FakeLLM:
         host, port = self.server.server_address[:2]
         return f"http://{host}:{port}/v1"
 
+    @property
+    def requests(self) -> list[dict]:
+        """The request bodies, in arrival order."""
+        return [r.body for r in self.log]
+
     def __enter__(self):
         self.thread.start()
         return self
@@ -52,10 +97,11 @@ class FakeLLM:
         self.server.shutdown()
         self.server.server_close()
 
-    def _next(self, body: dict) -> Reply | Status:
+    def _next(self, body: dict) -> tuple[Request, object]:
         with self._lock:
-            self.requests.append(body)
-            return self.script.pop(0) if self.script else Status(503, message="script exhausted")
+            request = Request(body=body, arrived=time.monotonic())
+            self.log.append(request)
+            return request, (self.script.pop(0) if self.script else self.after)
 
     def _handler(self):
         fake = self
@@ -64,11 +110,11 @@ class FakeLLM:
             def log_message(self, *args) -> None:
                 pass
 
-            def _send(self, code: int, payload: dict, headers: dict | None = None) -> None:
-                data = json.dumps(payload).encode()
+            def _send(self, code: int, data: bytes, content_type: str = "application/json",
+                      headers: dict | None = None) -> None:
                 try:
                     self.send_response(code)
-                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Type", content_type)
                     self.send_header("Content-Length", str(len(data)))
                     for key, value in (headers or {}).items():
                         self.send_header(key, value)
@@ -77,24 +123,43 @@ class FakeLLM:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout test)
 
+            def _stall(self, action: Stall) -> None:
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", "100000")
+                    self.end_headers()
+                    self.wfile.write(action.partial.encode())
+                    self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    return
+                time.sleep(action.seconds)
+                self.close_connection = True
+
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", "0"))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 if not self.path.endswith("/chat/completions"):
-                    self._send(404, {"error": {"message": f"no route {self.path}"}})
+                    self._send(404, json.dumps({"error": {"message": f"no route {self.path}"}}).encode())
                     return
-                action = fake._next(body)
+                request, action = fake._next(body)
+                try:
+                    self._act(action, body)
+                finally:
+                    request.finished = time.monotonic()
+
+            def _act(self, action, body: dict) -> None:
                 if isinstance(action, Status):
-                    self._send(action.code, {"error": {"message": action.message, "type": "scripted"}}, action.headers)
-                    return
-                time.sleep(action.delay)
-                self._send(200, {
-                    "id": f"chatcmpl-{len(fake.requests)}", "object": "chat.completion", "created": int(time.time()),
-                    "model": body.get("model", "fake"),
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": action.content}}],
-                    "usage": {"prompt_tokens": action.prompt_tokens, "completion_tokens": action.completion_tokens,
-                              "total_tokens": action.prompt_tokens + action.completion_tokens},
-                })
+                    error = {"error": {"message": action.message, "type": "scripted", "code": action.code}}
+                    self._send(action.code, json.dumps(error).encode(), headers=action.headers)
+                elif isinstance(action, Raw):
+                    self._send(action.code, action.body.encode(), action.content_type)
+                elif isinstance(action, Stall):
+                    self._stall(action)
+                else:
+                    time.sleep(action.delay)
+                    payload = completion(action.content, body.get("model", "fake"), action.prompt_tokens,
+                                         action.completion_tokens)
+                    self._send(200, json.dumps(payload).encode())
 
         return Handler

@@ -1,14 +1,18 @@
 """Proposers: where candidate kernels come from. All share one small interface; `make_proposer` builds the
 one a run is configured with.
 
-`propose(context) -> list[Candidate | FailedProposal]` returns up to `context.count` new candidates for the
-step; an empty list means the proposer has nothing left to try. A `FailedProposal` is a proposer that tried
+`propose(context) -> Iterable[Candidate | FailedProposal]` yields up to `context.count` new candidates for
+the step, in the order they become available (the loop commits each one the moment it is yielded, so a
+proposer that works concurrently should yield as results arrive); nothing at all means the proposer has
+nothing left to try. A proposer that must end the run (an LLM endpoint that refuses the credentials or does
+not know the model) raises `ProposerStopped`, whose `exit_code` becomes the command's. A `FailedProposal` is a proposer that tried
 and could not produce a kernel (an LLM that never gave an applicable edit); the loop records it in the
 ledger so the failure and its retries are not lost. `observe(candidate, outcome)` lets a proposer learn
 from each verdict (the tuner's cache); it is optional.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -80,9 +84,15 @@ class Outcome:
 class Proposer(Protocol):
     name: str
 
-    def propose(self, context: ProposalContext) -> list[Candidate | FailedProposal]: ...
+    def propose(self, context: ProposalContext) -> Iterable[Candidate | FailedProposal]: ...
 
     def observe(self, candidate: Candidate, outcome: Outcome) -> None: ...
+
+
+class ProposerStopped(Exception):
+    """The proposer cannot go on and the run must stop with `exit_code` (README.md lists the codes)."""
+
+    exit_code = 1
 
 
 class ProposerSetupError(ValueError):
