@@ -14,7 +14,7 @@ from pathlib import Path
 
 from evaluator import cli as evaluator_cli
 from evaluator.errors import EXIT_CANDIDATE, EXIT_OK, EXIT_USAGE
-from evaluator.targets import TARGETS
+from evaluator.targets import known_targets
 
 from .evaluation import Evaluator
 from .ledger import MAIN, LedgerError
@@ -51,7 +51,7 @@ def register(subparsers) -> None:
     run = subparsers.add_parser("run", help="optimize a kernel: propose, evaluate, accept, commit to a run ledger",
                                 description="Start an optimization run (or --resume one). Each run is a git "
                                             "repository under --runs-dir; see docs/ledger-format.md.")
-    run.add_argument("--target", choices=sorted(TARGETS),
+    run.add_argument("--target", choices=known_targets(),
                      help="GPU family to optimize for (default: the starting kernel's TARGET)")
     run.add_argument("--from", dest="from_file", metavar="KERNEL_FILE",
                      help="starting kernel (contract file; default: stage v00 of the target's ladder, gfx950 if "

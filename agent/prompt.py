@@ -40,7 +40,9 @@ def hardware_facts(target_name: str, dtype: str | None) -> str:
         lines.append(f"- datasheet dense peak for {dtype}: {peak} TFLOP/s")
     cycles = list(t.matrix_cycles.items())[:MATRIX_FACTS_LIMIT]
     if cycles:
-        lines.append("- matrix instruction issue cycles: " + ", ".join(f"{k} {v}" for k, v in cycles))
+        note = f" ({t.matrix_cycles_note})" if t.matrix_cycles_note else ""
+        lines.append("- matrix-unit cycles per instruction (the static model's table): "
+                     + ", ".join(f"{k} {v}" for k, v in cycles) + note)
     return "\n".join(lines)
 
 

@@ -6,6 +6,7 @@ import json
 import sys
 
 from .errors import EXIT_OK, EXIT_USAGE, NearpeakError, UsageError
+from .targets import known_targets
 
 
 def _shape(text: str) -> tuple[int, int, int]:
@@ -28,7 +29,7 @@ def _knob(text: str) -> tuple[str, int]:
 
 def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", help="kernel file (the kernel contract, or any Gluon file with --entry)")
-    p.add_argument("--target", choices=["gfx950", "sm90"], help="GPU target (default: the file's TARGET)")
+    p.add_argument("--target", choices=known_targets(), help="GPU target (default: the file's TARGET)")
     p.add_argument("--shape", type=_shape, help="problem M,N,K (default: the file's benchmark shape)")
     p.add_argument("--knob", type=_knob, action="append", default=[], metavar="NAME=INT",
                    help="override one of the file's KNOBS (repeatable)")
@@ -103,7 +104,7 @@ def register(subparsers) -> None:
     p.set_defaults(func=run_eval)
     q = subparsers.add_parser("ladder", help="evaluate every reference stage of a target's ladder",
                               description="One row per reference stage: static metrics beside published figures.")
-    q.add_argument("--target", choices=["gfx950", "sm90"], required=True)
+    q.add_argument("--target", choices=known_targets(), required=True)
     q.add_argument("--json", action="store_true", help="one record per stage plus the correlation, as JSON")
     q.add_argument("--run", action="store_true", help="also measure each stage on a GPU of the target")
     q.add_argument("--jobs", type=int, default=1, help="compile this many stages in parallel")

@@ -28,7 +28,7 @@ from pathlib import Path
 from types import ModuleType
 
 from .errors import CandidateNotFound, ContractError, ImportFailure
-from .targets import TARGETS
+from .targets import known_targets
 
 SCALE_KINDS = (None, "per_tensor", "e8m0_k32")
 Shape = tuple[int, int, int]
@@ -142,8 +142,8 @@ def read_spec(module: ModuleType, path: str) -> KernelSpec:
             "(see docs/kernel-contract.md), or use --entry/--arg for a file that does not follow the contract",
             file=path)
     target = module.TARGET
-    if target not in TARGETS:
-        raise ContractError(f"TARGET {target!r} is not one of {', '.join(sorted(TARGETS))}", file=path)
+    if target not in known_targets():
+        raise ContractError(f"TARGET {target!r} is not one of {', '.join(known_targets())}", file=path)
     if not callable(module.launch):
         raise ContractError("launch must be a function launch(a, b, c, **knobs)", file=path)
     shapes = module.SHAPES

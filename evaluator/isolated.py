@@ -27,7 +27,7 @@ from . import integrity
 from .errors import CandidateNotFound, NearpeakError, NoDeviceError
 from .policy import check_policy, record_fields
 from .sandbox import IsolatedResult, run_isolated
-from .targets import TARGETS
+from .targets import UnknownTargetError, get_target
 
 STATIC_MEMORY_MB = 8192        # address-space cap of the static stage: torch + triton + a compile fit in 2 GiB
 HEALTH_TIMEOUT_S = 120.0
@@ -100,8 +100,10 @@ def _stage_summary(stage: str, result: IsolatedResult) -> dict:
 
 def _gpu_nodes_present(target: str) -> bool:
     """Cheap look for the GPU's device files, so a CPU-only machine never starts a runtime stage."""
-    known = TARGETS.get(target)
-    pattern = GPU_DEVICE_NODES.get(known.backend) if known else None
+    try:
+        pattern = GPU_DEVICE_NODES.get(get_target(target).backend)
+    except UnknownTargetError:
+        return False
     return bool(pattern and glob.glob(pattern))
 
 

@@ -7,19 +7,26 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from .contract import read_constant
-from .published import CORRELATION_STAGES, published
 from .report import pct, table
 from .stats import spearman
+from .targets import get_target
 
 KERNELS_DIR = Path(__file__).resolve().parents[1] / "kernels"
-LADDER_DIRS = {"gfx950": ("gfx950/fp16", "gfx950/bf8", "gfx950/mxfp4"), "sm90": ("sm90/bf16", "sm90/fp8")}
+
+
+def ladder_dirs(target: str) -> list[Path]:
+    """The target's reference-stage folders, kernels/<target>/<folder>, its main ladder first."""
+    return [KERNELS_DIR / target / folder for folder in get_target(target).ladder.folders]
+
+
+def stage_paths(directory: Path) -> list[Path]:
+    """The stage files `vNN_*.py` of one ladder folder, in order: the one way stages are discovered."""
+    return sorted(directory.glob("v[0-9][0-9]_*.py"))
 
 
 def stage_files(target: str) -> list[Path]:
-    files = []
-    for sub in LADDER_DIRS[target]:
-        files += sorted(p for p in (KERNELS_DIR / sub).glob("v*.py"))
-    return files
+    """Every reference stage of the target, ladder by ladder."""
+    return [path for directory in ladder_dirs(target) for path in stage_paths(directory)]
 
 
 def _evaluate(path: str, target: str, run: bool) -> dict:
@@ -29,6 +36,8 @@ def _evaluate(path: str, target: str, run: bool) -> dict:
 
 
 def ladder_records(target: str, run: bool = False, jobs: int = 1, progress=None) -> list[dict]:
+    """One row per reference stage: its static figures, published figures, and measured ones when `run`."""
+    tgt = get_target(target)
     files = stage_files(target)
     if jobs > 1 and not run:
         with ProcessPoolExecutor(max_workers=jobs) as pool:
@@ -42,15 +51,14 @@ def ladder_records(target: str, run: bool = False, jobs: int = 1, progress=None)
     rows = []
     for f, record in zip(files, results):
         stage = read_constant(f, "STAGE") or f.stem.split("_")[0]
-        pub = published(target, stage) or published(target, stage.split("-")[0])
+        pub = tgt.published(stage)
         st = record.get("static") or {}
         rt = record.get("runtime") or {}
         rows.append({
             "stage": stage, "file": str(f.relative_to(KERNELS_DIR.parent)), "technique": read_constant(f, "TECHNIQUE"),
             "status": record["status"], "message": record.get("message"),
             **{k: v for k, v in st.items() if k not in ("hot_loop", "kernels", "estimate")},
-            "mfma_per_k_iteration": (st.get("hot_loop") or {}).get("mfma") if target == "gfx950" else None,
-            "matrix_per_k_iteration": (st.get("hot_loop") or {}).get("wgmma" if target == "sm90" else "mfma"),
+            "matrix_per_k_iteration": (st.get("hot_loop") or {}).get(tgt.toolchain.loop_matrix_key),
             "estimated_efficiency": st.get("estimated_efficiency"),
             "estimate_kind": "static_estimate",
             "published_tflops": pub.get("tflops"), "published_mfma_efficiency": pub.get("mfma_efficiency"),
@@ -60,13 +68,14 @@ def ladder_records(target: str, run: bool = False, jobs: int = 1, progress=None)
     return rows
 
 
-def correlation(rows: list[dict]) -> dict:
+def correlation(rows: list[dict], stages: tuple[str, ...]) -> dict:
+    """Spearman's rho between the static estimate and the published efficiency over `stages`."""
     pairs = [(r["estimated_efficiency"], r["published_mfma_efficiency"]) for r in rows
-             if r["stage"] in CORRELATION_STAGES and r.get("estimated_efficiency") is not None
+             if r["stage"] in stages and r.get("estimated_efficiency") is not None
              and r.get("published_mfma_efficiency") is not None]
     rho = spearman([p[0] for p in pairs], [p[1] for p in pairs]) if len(pairs) >= 2 else None
     return {"spearman_rho": None if rho is None else round(rho, 3), "stages": [r["stage"] for r in rows
-            if r["stage"] in CORRELATION_STAGES], "n": len(pairs),
+            if r["stage"] in stages], "n": len(pairs),
             "between": "static estimated_efficiency and the seed's published MFMA efficiency"}
 
 
@@ -75,28 +84,26 @@ def _fixed(value, digits: int) -> str | None:
 
 
 def render(target: str, rows: list[dict], corr: dict | None) -> str:
-    if target == "gfx950":
-        headers = ["stage", "technique", "VGPR", "AGPR", "SGPR", "spills", "loop spills", "LDS KiB", "occ",
-                   "MFMA/iter", "est. eff", "pub TFLOPS", "pub MFMA eff"]
-        body = [[r["stage"], (r["technique"] or "")[:34], r.get("arch_vgprs"), r.get("agprs"), r.get("sgprs"),
-                 r.get("spills"), r.get("hot_loop_spills"),
-                 None if r.get("lds_bytes") is None else round(r["lds_bytes"] / 1024, 1), r.get("occupancy"),
-                 r.get("matrix_per_k_iteration"), pct(r.get("estimated_efficiency")), r.get("published_tflops"),
-                 pct(r.get("published_mfma_efficiency"))] if r["status"] == "ok"
-                else [r["stage"], f"{r['status']}: {r['message']}"[:60]] + [None] * 11 for r in rows]
+    """The ladder as a text table: the target's own columns, the estimate, then published or measured figures."""
+    tgt = get_target(target)
+    published = bool(tgt.ladder.published)
+    columns = [("stage", lambda r: r["stage"]), ("technique", lambda r: (r["technique"] or "")[:34]),
+               *tgt.toolchain.ladder_columns, ("est. eff", lambda r: pct(r.get("estimated_efficiency")))]
+    if published:
+        columns += [("pub TFLOPS", lambda r: r.get("published_tflops")),
+                    ("pub MFMA eff", lambda r: pct(r.get("published_mfma_efficiency")))]
     else:
-        headers = ["stage", "technique", "regs", "spill B", "loop spills", "smem KiB", "wgmma/iter", "est. eff",
-                   "TFLOPS", "x vendor", "correct"]
-        body = [[r["stage"], (r["technique"] or "")[:34], r.get("registers"), r.get("spills"), r.get("hot_loop_spills"),
-                 None if r.get("shared_bytes") is None else round(r["shared_bytes"] / 1024, 1),
-                 r.get("matrix_per_k_iteration"), pct(r.get("estimated_efficiency")),
-                 _fixed(r.get("measured_tflops"), 1), _fixed(r.get("measured_ratio_vs_vendor"), 3),
-                 r.get("measured_correct")] if r["status"] == "ok"
-                else [r["stage"], f"{r['status']}: {r['message']}"[:60]] + [None] * 9 for r in rows]
-    out = [table(body, headers), "",
+        columns += [("TFLOPS", lambda r: _fixed(r.get("measured_tflops"), 1)),
+                    ("x vendor", lambda r: _fixed(r.get("measured_ratio_vs_vendor"), 3)),
+                    ("correct", lambda r: r.get("measured_correct"))]
+    body = [[value(r) for _, value in columns] if r["status"] == "ok"
+            else [r["stage"], f"{r['status']}: {r['message']}"[:60]] + [None] * (len(columns) - 2) for r in rows]
+    out = [table(body, [header for header, _ in columns]), "",
            "est. eff = STATIC ESTIMATE of matrix-unit busy fraction in the hot loop (docs/static-model.md)."]
-    if target == "gfx950":
-        out.append("pub = the seed authors' figures measured on an MI355X with custom Triton builds, not nearpeak's.")
+    if published:
+        out.append(f"pub = {tgt.ladder.published_by}.")
+    if not tgt.verified_on_hardware:
+        out.append(f"{tgt.name}: nearpeak's runtime path has not yet run on hardware ({', '.join(tgt.devices)}).")
     if corr and corr.get("n"):
         out.append(f"Spearman rho over {', '.join(corr['stages'])} (static estimate vs published MFMA efficiency): "
                    f"{corr['spearman_rho']}")
@@ -106,11 +113,12 @@ def render(target: str, rows: list[dict], corr: dict | None) -> str:
 def ladder_main(args) -> int:
     files = stage_files(args.target)
     if not files:
-        print(f"nearpeak ladder: no stages found under {KERNELS_DIR}/{LADDER_DIRS[args.target][0]}", file=sys.stderr)
+        print(f"nearpeak ladder: no stages found under {ladder_dirs(args.target)[0]}", file=sys.stderr)
         return 2
     rows = ladder_records(args.target, run=args.run, jobs=args.jobs,
                           progress=lambda msg: print(msg, file=sys.stderr, flush=True))
-    corr = correlation(rows) if args.target == "gfx950" else None
+    stages = get_target(args.target).ladder.correlation_stages
+    corr = correlation(rows, stages) if stages else None
     if args.json:
         print(json.dumps({"target": args.target, "stages": rows, "correlation": corr}, indent=2, default=str))
     else:

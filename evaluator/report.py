@@ -1,6 +1,8 @@
 """Human-readable rendering of evaluation records and tables."""
 from __future__ import annotations
 
+from .targets import UnknownTargetError, get_target
+
 
 def table(rows: list[list], headers: list[str]) -> str:
     cells = [[("" if c is None else str(c)) for c in row] for row in rows]
@@ -13,22 +15,19 @@ def pct(x) -> str:
     return "" if x is None else f"{100 * x:.1f}%"
 
 
-_GFX950_FIELDS = [
-    ("kernel", "kernel", ""), ("grid", "grid", ""), ("arch_vgprs", "arch VGPRs", ""), ("agprs", "AGPRs", ""),
-    ("total_vgprs", "total VGPRs", ""), ("sgprs", "SGPRs", ""), ("vgpr_spill_count", "VGPR spills", ""),
-    ("sgpr_spill_count", "SGPR spills", ""), ("scratch_bytes", "scratch", "B"), ("lds_bytes", "LDS", "B"),
-    ("occupancy_waves_per_simd", "occupancy", "waves/SIMD"), ("mfma_count", "MFMA instructions", ""),
-    ("mfma_shape", "MFMA shape", ""), ("shared_layouts", "shared layouts", ""),
-]
-_SM90_FIELDS = [
-    ("kernel", "kernel", ""), ("grid", "grid", ""), ("registers", "registers/thread", ""),
-    ("spill_store_bytes", "spill stores", "B"), ("spill_load_bytes", "spill loads", "B"),
-    ("stack_frame_bytes", "stack frame", "B"), ("shared_bytes", "shared memory", "B"),
-    ("occupancy_blocks_per_sm", "occupancy", "blocks/SM"), ("wgmma_count", "wgmma (HGMMA)", ""),
-    ("hmma_count", "mma.sync (HMMA)", ""), ("tma_load_count", "TMA loads (UTMALDG)", ""),
-    ("tma_store_count", "TMA stores (UTMASTG)", ""), ("cp_async_count", "cp.async (LDGSTS)", ""),
-    ("matrix_shape", "matrix shape", ""),
-]
+# What every target's static record holds (docs/eval-schema.md): shown when the record's target is unknown.
+_COMMON_FIELDS = (
+    ("kernel", "kernel", ""), ("grid", "grid", ""), ("registers", "registers", ""), ("spills", "spills", ""),
+    ("shared_bytes", "shared memory", "B"), ("occupancy", "occupancy", ""),
+    ("matrix_instructions", "matrix instructions", ""),
+)
+
+
+def _fields(target_name) -> tuple:
+    try:
+        return get_target(target_name).toolchain.report_fields
+    except UnknownTargetError:
+        return _COMMON_FIELDS
 
 
 def _value(v, unit: str) -> str:
@@ -45,7 +44,7 @@ def format_record(record: dict) -> str:
             where += f":{record['line']}"
         return f"{where}: {record.get('status')}: {record.get('message')}"
     st = record["static"]
-    fields = _GFX950_FIELDS if record.get("target") == "gfx950" else _SM90_FIELDS
+    fields = _fields(record.get("target"))
     lines = [head, f"compiled in {record.get('compile_seconds')} s with triton {record.get('triton_version')}", ""]
     lines += [f"  {label:<22} {_value(st.get(key), unit)}" for key, label, unit in fields]
     loop = st.get("hot_loop")

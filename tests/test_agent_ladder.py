@@ -9,7 +9,8 @@ from agent_support import LADDER, V00, file_at, fsck_clean, git, nearpeak, need,
 from agent.cli import main
 from agent.proposers.ladder import default_ladder_dir
 from agent.source import declaration
-from evaluator.ladder import KERNELS_DIR, LADDER_DIRS
+from evaluator.ladder import ladder_dirs, stage_paths
+from evaluator.targets import known_targets
 
 
 @pytest.fixture(scope="module")
@@ -112,8 +113,9 @@ def test_replay_verify_flags_a_record_that_does_not_match(ladder_run, capsys, tm
 
 
 def test_each_ladder_is_the_default_for_the_dtype_its_stages_declare():
-    for target, ladders in LADDER_DIRS.items():
-        assert default_ladder_dir(target) == KERNELS_DIR / ladders[0]
-        for sub in ladders:
-            first = min((KERNELS_DIR / sub).glob("v[0-9][0-9]_*.py"))
-            assert default_ladder_dir(target, declaration(first.read_text(), "DTYPE")) == KERNELS_DIR / sub
+    for target in known_targets():
+        ladders = ladder_dirs(target)
+        assert default_ladder_dir(target) == ladders[0]
+        for directory in ladders:
+            first = stage_paths(directory)[0]
+            assert default_ladder_dir(target, declaration(first.read_text(), "DTYPE")) == directory

@@ -2,8 +2,12 @@
 from __future__ import annotations
 
 from evaluator.isa.common import Instruction
-from evaluator.model import _lds_bytes, estimate_amdgcn, estimate_sass, mfma_cycles
-from evaluator.targets import GFX950
+from evaluator.targets import get_target
+from evaluator.targets.amd.model import AmdCosts, _lds_bytes, estimate_amdgcn, mfma_cycles
+from evaluator.targets.nvidia.model import estimate_sass
+
+GFX950 = get_target("gfx950")
+SM90 = get_target("sm90")
 
 
 def ins(text: str) -> Instruction:
@@ -34,8 +38,6 @@ def test_waiting_on_this_iterations_loads_is_slower_than_prefetching():
 
 
 def test_bank_conflicts_slow_lds_bound_loops():
-    from evaluator.model import AmdCosts
-
     body = [ins(t) for t in ["ds_read_b128 v[0:3], v9"] * 16 + ["s_waitcnt lgkmcnt(0)"] + [MFMA] * 4]
     clean = estimate_amdgcn(body, GFX950.matrix_cycles, AmdCosts(bank_conflict_ways=1))
     conflicted = estimate_amdgcn(body, GFX950.matrix_cycles, AmdCosts(bank_conflict_ways=4))
@@ -60,7 +62,7 @@ def test_sm90_synchronous_global_loads_are_exposed_but_a_tma_ring_hides_them():
                              "WARPGROUP.ARRIVE", hgmma, "WARPGROUP.DEPBAR.LE gsb0, 0x0"]]
     ring = [ins(t) for t in ["SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR8], R3", "WARPGROUP.ARRIVE", *[hgmma] * 8,
                              "WARPGROUP.DEPBAR.LE gsb0, 0x1", "UTMALDG.2D [UR16], [UR4]"]]
-    assert estimate_sass(sync).estimated_efficiency < 0.2
+    assert estimate_sass(sync, SM90.matrix_cycles).estimated_efficiency < 0.2
     # 8 wgmmas (512 cycles) per stage and 3 stages in flight cover the 800-cycle TMA latency.
-    assert estimate_sass(ring, prologue_tma=3).estimated_efficiency > 0.9
-    assert estimate_sass(ring, prologue_tma=0).estimated_efficiency < 0.5
+    assert estimate_sass(ring, SM90.matrix_cycles, prologue_tma=3).estimated_efficiency > 0.9
+    assert estimate_sass(ring, SM90.matrix_cycles, prologue_tma=0).estimated_efficiency < 0.5

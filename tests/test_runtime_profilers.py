@@ -5,8 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.profilers import ncu, rocprof
-from evaluator.targets import GFX950
+from evaluator.targets import get_target
+from evaluator.targets.amd import rocprof
+from evaluator.targets.nvidia import ncu
+
+GFX950 = get_target("gfx950")
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

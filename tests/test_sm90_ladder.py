@@ -14,8 +14,9 @@ import pytest
 
 from evaluator.compile import CompiledKernel, compile_candidate
 from evaluator.contract import load_candidate
-from evaluator.isa import sass
 from evaluator.targets import get_target
+from evaluator.targets.nvidia import sass
+from evaluator.targets.nvidia.static import ptxas_arch
 
 ROOT = Path(__file__).resolve().parent.parent
 LADDER = ROOT / "kernels" / "sm90" / "bf16"
@@ -43,7 +44,7 @@ def build(path: Path) -> Built:
     kernels = compile_candidate(module, spec, get_target("sm90"))
     assert len(kernels) == 1
     k = kernels[0]
-    return Built(module, k, k.asm["ptx"], sass.disassemble(k.asm["cubin"]), sass.ptxas_resource_usage(k.asm["ptx"]))
+    return Built(module, k, k.asm["ptx"], sass.disassemble(k.asm["cubin"]), sass.ptxas_resource_usage(k.asm["ptx"], ptxas_arch(get_target("sm90"))))
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,9 @@ from conftest import TEST_KERNELS
 
 from evaluator.compile import compile_candidate
 from evaluator.contract import load_candidate
-from evaluator.targets import GFX950
+from evaluator.targets import get_target
+
+GFX950 = get_target("gfx950")
 
 
 @pytest.fixture(scope="module")
@@ -47,12 +49,12 @@ def test_lds_comes_from_compile_metadata_not_the_zero_amdgcn_field(small):
 
 
 def test_occupancy_is_limited_by_registers():
-    from evaluator.static import gfx950_occupancy
+    from evaluator.targets.amd.static import occupancy
 
-    assert gfx950_occupancy(512, 0, 4, GFX950)["occupancy_waves_per_simd"] == 1
-    assert gfx950_occupancy(128, 0, 4, GFX950)["occupancy_waves_per_simd"] == 4
+    assert occupancy(512, 0, 4, GFX950)["occupancy_waves_per_simd"] == 1
+    assert occupancy(128, 0, 4, GFX950)["occupancy_waves_per_simd"] == 4
     # LDS: 64 KiB per 4-wave workgroup leaves room for two workgroups in 160 KiB.
-    assert gfx950_occupancy(64, 64 * 1024, 4, GFX950)["occupancy_waves_per_simd"] == 2
+    assert occupancy(64, 64 * 1024, 4, GFX950)["occupancy_waves_per_simd"] == 2
 
 
 def test_kernel_built_to_spill_reports_spills_inside_the_hot_loop(static_eval):

@@ -6,8 +6,10 @@ from conftest import TEST_KERNELS
 
 from evaluator.compile import compile_candidate
 from evaluator.contract import load_candidate
-from evaluator.isa import sass
-from evaluator.targets import SM90
+from evaluator.targets import get_target
+from evaluator.targets.nvidia import sass
+
+SM90 = get_target("sm90")
 
 
 @pytest.fixture(scope="module")

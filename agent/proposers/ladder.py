@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evaluator.contract import read_constant
-from evaluator.ladder import KERNELS_DIR, LADDER_DIRS
+from evaluator.ladder import ladder_dirs, stage_paths
 
 from ..source import declaration, module_docstring, sha256
 from . import Candidate, ProposalContext
@@ -26,19 +26,14 @@ class Stage:
 
 
 def default_ladder_dir(target: str, dtype: str | None = None) -> Path:
-    """The target's ladder (evaluator.ladder.LADDER_DIRS) whose stages declare DTYPE `dtype`, else its first."""
-    ladders = [KERNELS_DIR / sub for sub in LADDER_DIRS[target]]
+    """The target's ladder (evaluator.ladder.ladder_dirs) whose stages declare DTYPE `dtype`, else its first."""
+    ladders = ladder_dirs(target)
     return next((d for d in ladders if dtype is not None and _ladder_dtype(d) == dtype), ladders[0])
 
 
 def _ladder_dtype(directory: Path) -> str | None:
     paths = stage_paths(directory)
     return read_constant(paths[0], "DTYPE") if paths else None
-
-
-def stage_paths(directory: Path) -> list[Path]:
-    """The stage files `vNN_*.py` of a ladder directory, in order."""
-    return sorted(directory.glob("v[0-9][0-9]_*.py"))
 
 
 def load_stages(directory: Path) -> list[Stage]:

@@ -1,1 +1,2 @@
-"""Parsers for compiler output: one module per instruction set (amdgcn for gfx950, sass for sm90)."""
+"""Target-neutral pieces of reading compiler output (instructions, loops, TTGIR). Each instruction set's
+parser lives with its target family: evaluator/targets/amd/amdgcn.py, evaluator/targets/nvidia/sass.py."""

@@ -1,4 +1,5 @@
-"""Hardware-counter profilers run around a candidate: Nsight Compute (sm90) and rocprofv3 (gfx950).
+"""Hardware-counter profilers run around a candidate; each target family brings its own (Nsight Compute in
+evaluator/targets/nvidia/ncu.py, rocprofv3 in evaluator/targets/amd/rocprof.py).
 
 Both profile the same small driver, `python -m evaluator.profilers.ncu_target FILE ...`, which launches the
 candidate a few times on fresh inputs, and both keep only the candidate's own kernels (filtered by the
@@ -23,10 +24,4 @@ def profile_candidate(path: str, module: ModuleType, spec, target, shape, knobs:
     names = kernel_names(module)
     if not names:
         return {"ok": False, "tool": None, "error": "the candidate module defines no JIT kernel to profile"}
-    if target.backend == "cuda":
-        from .ncu import run_ncu
-
-        return run_ncu(path, names, shape, knobs, seed, timeout_s=timeout_s)
-    from .rocprof import run_rocprof
-
-    return run_rocprof(path, names, shape, knobs, seed, target, timeout_s=timeout_s)
+    return target.toolchain.profile(path, names, shape, knobs, seed, target, timeout_s)

@@ -14,7 +14,7 @@ import subprocess
 from dataclasses import asdict, dataclass, field
 
 from ..errors import NoDeviceError
-from ..targets import TARGETS
+from ..targets import target_for_device
 
 
 @dataclass(frozen=True)
@@ -37,15 +37,15 @@ class DeviceInfo:
 
 
 def target_for_capability(capability: tuple[int, int]) -> str | None:
-    """nearpeak target of a CUDA compute capability: (9, 0) -> "sm90" (the target whose GPUTarget arch is 90)."""
-    major, minor = capability
-    return next((t.name for t in TARGETS.values() if t.backend == "cuda" and t.arch == 10 * major + minor), None)
+    """nearpeak target of a CUDA compute capability: (9, 0) -> "sm90"."""
+    target = target_for_device("cuda", f"{capability[0]}.{capability[1]}")
+    return target.name if target else None
 
 
 def target_for_gcn_arch(gcn_arch_name: str) -> str | None:
     """nearpeak target of a ROCm gcnArchName: "gfx950:sramecc+:xnack-" -> "gfx950"."""
-    base = gcn_arch_name.split(":")[0].strip()
-    return next((t.name for t in TARGETS.values() if t.backend == "hip" and base.startswith(t.arch)), None)
+    target = target_for_device("hip", gcn_arch_name)
+    return target.name if target else None
 
 
 NVIDIA_SMI_FIELDS = ("driver_version", "clocks.sm", "clocks.mem", "clocks.max.sm", "clocks.max.mem")

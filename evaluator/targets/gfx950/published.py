@@ -26,8 +26,4 @@ GFX950_LOW_PRECISION = {
 # Stages whose published efficiency the static estimate is ranked against (stock-compiler stages).
 CORRELATION_STAGES = ("v00", "v01", "v02", "v03", "v04", "v05")
 
-
-def published(target: str, stage: str) -> dict:
-    if target != "gfx950":
-        return {}
-    return GFX950_FP16.get(stage) or GFX950_LOW_PRECISION.get(stage) or {}
+PUBLISHED_BY = "the seed authors' figures measured on an MI355X with custom Triton builds, not nearpeak's"

@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from .common import Instruction, Loop
+from ...isa.common import Instruction, Loop
 
 _LABEL = re.compile(r"^(\.L_x_\d+):")
 _INSTR = re.compile(r"^\s+/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Za-z0-9_.]*)\s*(.*?)\s*;")
@@ -36,7 +36,8 @@ def _tool(name: str) -> str:
     return getattr(knobs.nvidia, name).path
 
 
-def ptxas_resource_usage(ptx: str, arch: str = "sm_90a") -> ResourceUsage:
+def ptxas_resource_usage(ptx: str, arch: str) -> ResourceUsage:
+    """ptxas -v's register, stack and spill report for `ptx` compiled for `arch` ("sm_90a")."""
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp, "k.ptx")
         src.write_text(ptx)

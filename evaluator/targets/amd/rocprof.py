@@ -1,4 +1,4 @@
-"""rocprofv3 on the candidate's kernels (gfx950): MFMA efficiency from hardware counters.
+"""rocprofv3 on the candidate's kernels (AMD CDNA targets): MFMA efficiency from hardware counters.
 
 UNVERIFIED ON HARDWARE: no AMD GPU exists where nearpeak is developed. This module is written against
 rocprofv3's documented command line and CSV output and tested on fixture files only.
@@ -26,7 +26,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .ncu_target import driver_command, run_profiler
+from ...profilers.ncu_target import driver_command, run_profiler
 
 ROCPROF_COUNTERS = ("SQ_BUSY_CYCLES", "SQ_VALU_MFMA_BUSY_CYCLES", "GRBM_GUI_ACTIVE")
 UNVERIFIED = "rocprofv3 path written against documented outputs; not yet run on an AMD GPU"

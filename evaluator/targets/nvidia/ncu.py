@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .ncu_target import driver_command, run_profiler
+from ...profilers.ncu_target import driver_command, run_profiler
 
 TENSOR_PIPE = "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"
 GMMA_INSTRUCTIONS = "sm__inst_executed_pipe_tensor_op_gmma.sum"

@@ -1,4 +1,4 @@
-"""Parse AMDGPU assembly (.amdgcn) from Triton's gfx950 compile.
+"""Parse AMDGPU assembly (.amdgcn) from Triton's compile for a CDNA target (gfx942, gfx950).
 
 Register and spill counts come from the HSA metadata the assembler emits (`.vgpr_count`,
 `.agpr_count`, ...) and from LLVM's resource-usage comments (`; NumVgprs:`). Loops come from LLVM's
@@ -11,7 +11,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from .common import Instruction, Loop
+from ...isa.common import Instruction, Loop
 
 # A block starts at a label (`.LBB0_3:`) or, when it has none, at LLVM's `; %bb.6:` comment.
 _LABEL = re.compile(r"^(?:; %)?(\.?L?BB\d+_\d+|\.LBB\d+_\d+|bb\.\d+):(.*)$")

@@ -1,0 +1,59 @@
+"""The AMD CDNA toolchain (gfx942, gfx950): AMDGCN parsing, the wave64 issue model, rocprofv3.
+
+Its runtime path (ROCm PyTorch, rocprofv3) is written against documented interfaces and has not yet run
+on an AMD GPU; every target using it says so (`Target.verified_on_hardware`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from .model import AmdCosts
+
+if TYPE_CHECKING:
+    from ...compile import CompiledKernel
+    from ..base import Target
+
+
+def _kib(value) -> float | None:
+    return None if value is None else round(value / 1024, 1)
+
+
+@dataclass(frozen=True)
+class AmdToolchain:
+    costs: AmdCosts = field(default_factory=AmdCosts)
+
+    isa = "amdgcn"
+    artifact_parts = ("ttgir", "llir", "amdgcn")
+    loop_matrix_key = "mfma"
+    report_fields = (
+        ("kernel", "kernel", ""), ("grid", "grid", ""), ("arch_vgprs", "arch VGPRs", ""), ("agprs", "AGPRs", ""),
+        ("total_vgprs", "total VGPRs", ""), ("sgprs", "SGPRs", ""), ("vgpr_spill_count", "VGPR spills", ""),
+        ("sgpr_spill_count", "SGPR spills", ""), ("scratch_bytes", "scratch", "B"), ("lds_bytes", "LDS", "B"),
+        ("occupancy_waves_per_simd", "occupancy", "waves/SIMD"), ("mfma_count", "MFMA instructions", ""),
+        ("mfma_shape", "MFMA shape", ""), ("shared_layouts", "shared layouts", ""),
+    )
+    ladder_columns = (
+        ("VGPR", lambda r: r.get("arch_vgprs")), ("AGPR", lambda r: r.get("agprs")), ("SGPR", lambda r: r.get("sgprs")),
+        ("spills", lambda r: r.get("spills")), ("loop spills", lambda r: r.get("hot_loop_spills")),
+        ("LDS KiB", lambda r: _kib(r.get("lds_bytes"))), ("occ", lambda r: r.get("occupancy")),
+        ("MFMA/iter", lambda r: r.get("matrix_per_k_iteration")),
+    )
+
+    def analyze_kernel(self, kernel: CompiledKernel, target: Target) -> dict:
+        from .static import analyze_kernel
+
+        return analyze_kernel(kernel, target, self.costs)
+
+    def artifact_text(self, kernel: CompiledKernel, part: str):
+        return kernel.asm.get(part)
+
+    def profile(self, path: str, names: list[str], shape, knobs: dict, seed: int, target: Target,
+                timeout_s: float) -> dict:
+        from .rocprof import run_rocprof
+
+        return run_rocprof(path, names, shape, knobs, seed, target, timeout_s=timeout_s)
+
+    def matches_device(self, target: Target, backend: str, arch: str) -> bool:
+        # ROCm reports gcnArchName, e.g. "gfx950:sramecc+:xnack-"; the features after ':' do not change the target.
+        return backend == target.backend and arch.split(":")[0].strip() == target.arch

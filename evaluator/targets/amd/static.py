@@ -1,0 +1,74 @@
+"""Static record of one AMDGCN kernel: registers, spills, LDS and occupancy from the compiler's metadata, the
+MFMA mix, and the hot loop's static efficiency estimate."""
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from ...isa.common import hot_loop
+from ...isa.ttgir import shared_layout_kinds
+from . import amdgcn
+from .model import AmdCosts, estimate_amdgcn
+
+if TYPE_CHECKING:
+    from ...compile import CompiledKernel
+    from ..base import Target
+
+EXCERPT_LINES = 60
+LDS_CONFLICT_WAYS = 4   # an unpadded, unswizzled operand tile (the seed's 64- vs 16-cycle ds_read_b128)
+VGPR_GRANULE = 8
+
+
+def occupancy(total_vgprs: int, lds_bytes: int, num_warps: int, target: Target) -> dict:
+    """Waves per SIMD allowed by the register file and by LDS; the smaller one wins."""
+    vgpr_alloc = max(VGPR_GRANULE, math.ceil(total_vgprs / VGPR_GRANULE) * VGPR_GRANULE)
+    by_vgpr = min(target.max_waves_per_simd, target.register_file // vgpr_alloc)
+    waves_per_wg_per_simd = max(1, math.ceil(num_warps / target.simds_per_cu))
+    if lds_bytes:
+        wgs = target.shared_bytes_per_cu // lds_bytes
+        by_lds = min(target.max_waves_per_simd, wgs * num_warps // target.simds_per_cu)
+    else:
+        by_lds = target.max_waves_per_simd
+    waves = min(by_vgpr, by_lds)
+    waves = (waves // waves_per_wg_per_simd) * waves_per_wg_per_simd
+    return {"occupancy_waves_per_simd": waves, "occupancy_limit_vgpr": by_vgpr, "occupancy_limit_lds": by_lds}
+
+
+def analyze_kernel(kernel: CompiledKernel, target: Target, costs: AmdCosts) -> dict:
+    """The static record of one kernel compiled for an AMD target (docs/eval-schema.md)."""
+    text = kernel.asm["amdgcn"]
+    res = amdgcn.parse_resource_usage(text)
+    instructions = [ins for _, ins in amdgcn.parse_instructions(text)]
+    mfmas = [i for i in instructions if amdgcn.is_mfma(i.mnemonic)]
+    layouts = shared_layout_kinds(kernel.asm.get("ttgir", ""))
+    lds = kernel.shared_bytes
+    report = {
+        "kernel": kernel.name, "grid": list(kernel.grid), "num_warps": kernel.num_warps,
+        "arch_vgprs": res.arch_vgprs, "agprs": res.agprs, "total_vgprs": res.total_vgprs, "sgprs": res.sgprs,
+        "vgpr_spill_count": res.vgpr_spill_count, "sgpr_spill_count": res.sgpr_spill_count,
+        "scratch_bytes": res.scratch_bytes, "lds_bytes": lds,
+        **occupancy(res.total_vgprs, lds, kernel.num_warps, target),
+        "mfma_count": len(mfmas),
+        "mfma_shape": sorted({i.mnemonic + (f":{amdgcn.mfma_format(i)}" if amdgcn.mfma_format(i) else "")
+                              for i in mfmas}),
+        "shared_layouts": layouts,
+    }
+    # The common names every target reports (docs/eval-schema.md).
+    report.update(registers=res.total_vgprs, spills=res.vgpr_spill_count + res.sgpr_spill_count,
+                  shared_bytes=lds, occupancy=report["occupancy_waves_per_simd"], matrix_instructions=len(mfmas))
+    loop = hot_loop(amdgcn.find_loops(text), amdgcn.is_mfma)
+    if loop is None:
+        report.update(hot_loop=None, hot_loop_spills=0, estimated_efficiency=None, estimate=None)
+        return report
+    mix = amdgcn.instruction_mix(loop.instructions)
+    conflict = LDS_CONFLICT_WAYS if "unswizzled_shared" in layouts and "padded_shared" not in layouts else 1
+    loop_costs = AmdCosts(**{**vars(costs), "bank_conflict_ways": conflict})
+    estimate = estimate_amdgcn(loop.instructions, target.matrix_cycles, loop_costs)
+    report.update(
+        hot_loop={**mix, "header": loop.header, "mfma_cycles": estimate.matrix_cycles,
+                  "excerpt": loop.excerpt(EXCERPT_LINES)},
+        hot_loop_spills=mix["scratch_load"] + mix["scratch_store"],
+        estimated_efficiency=round(estimate.estimated_efficiency, 4),
+        estimate=estimate.to_dict(),
+    )
+    return report

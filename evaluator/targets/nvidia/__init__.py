@@ -1,0 +1,62 @@
+"""The NVIDIA toolchain (sm90): ptxas resource report, SASS parsing, the warp/warpgroup issue model, Nsight Compute."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from .model import NvCosts
+
+if TYPE_CHECKING:
+    from ...compile import CompiledKernel
+    from ..base import Target
+
+
+def _kib(value) -> float | None:
+    return None if value is None else round(value / 1024, 1)
+
+
+@dataclass(frozen=True)
+class NvidiaToolchain:
+    costs: NvCosts = field(default_factory=NvCosts)
+
+    isa = "sass"
+    artifact_parts = ("ttgir", "llir", "ptx", "sass")
+    loop_matrix_key = "wgmma"
+    report_fields = (
+        ("kernel", "kernel", ""), ("grid", "grid", ""), ("registers", "registers/thread", ""),
+        ("spill_store_bytes", "spill stores", "B"), ("spill_load_bytes", "spill loads", "B"),
+        ("stack_frame_bytes", "stack frame", "B"), ("shared_bytes", "shared memory", "B"),
+        ("occupancy_blocks_per_sm", "occupancy", "blocks/SM"), ("wgmma_count", "wgmma (HGMMA)", ""),
+        ("hmma_count", "mma.sync (HMMA)", ""), ("tma_load_count", "TMA loads (UTMALDG)", ""),
+        ("tma_store_count", "TMA stores (UTMASTG)", ""), ("cp_async_count", "cp.async (LDGSTS)", ""),
+        ("matrix_shape", "matrix shape", ""),
+    )
+    ladder_columns = (
+        ("regs", lambda r: r.get("registers")), ("spill B", lambda r: r.get("spills")),
+        ("loop spills", lambda r: r.get("hot_loop_spills")), ("smem KiB", lambda r: _kib(r.get("shared_bytes"))),
+        ("wgmma/iter", lambda r: r.get("matrix_per_k_iteration")),
+    )
+
+    def analyze_kernel(self, kernel: CompiledKernel, target: Target) -> dict:
+        from .static import analyze_kernel
+
+        return analyze_kernel(kernel, target, self.costs)
+
+    def artifact_text(self, kernel: CompiledKernel, part: str):
+        if part == "sass":
+            from .static import sass_text
+
+            return sass_text(kernel)
+        return kernel.asm.get(part)
+
+    def profile(self, path: str, names: list[str], shape, knobs: dict, seed: int, target: Target,
+                timeout_s: float) -> dict:
+        from .ncu import run_ncu
+
+        return run_ncu(path, names, shape, knobs, seed, timeout_s=timeout_s)
+
+    def matches_device(self, target: Target, backend: str, arch: str) -> bool:
+        # CUDA reports the compute capability "major.minor"; GPUTarget's arch is 10 * major + minor.
+        major, _, minor = arch.partition(".")
+        return backend == target.backend and major.isdigit() and minor.isdigit() \
+            and 10 * int(major) + int(minor) == target.arch
