@@ -13,6 +13,10 @@ Method (named in every result as `timing_method`):
 `compare_interleaved` does the same for a candidate against an incumbent in A/B rounds and puts a
 bootstrap confidence interval on the speedup; accepting needs the interval's low end above 1 + min_gain.
 On a CPU device the same code times with the host clock, which is what the tests use.
+
+Beside the per-call figure (which the accept rule uses, since it is what an eager caller gets), the runtime
+reports what the launch path costs: `host_us_per_call` (host time for one launch to return, candidate and
+vendor) and the per-call GPU time under CUDA-graph replay (`graph_times`), where no host work remains.
 """
 from __future__ import annotations
 
@@ -158,6 +162,64 @@ def reps_for_budget(timer: Timer, call: Callable[[int], object], budget_s: float
     timer.synchronize()
     per_call = max((timer.now() - start) / 3, 1e-6)
     return int(max(lo, min(hi, budget_s / per_call)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Launch cost: host time per call, and the GPU time alone under CUDA-graph replay
+
+
+def host_us_per_call(timer: Timer, call: Callable[[int], object], calls: int = 50) -> float:
+    """Host microseconds one `call(i)` takes to return, averaged over `calls` back-to-back calls.
+
+    The device is idle at the start and nothing waits for it in between, so this is what the caller's
+    thread spends in the launch path (argument handling, descriptors, the driver's launch), not GPU time.
+    """
+    timer.synchronize()
+    start = timer.now()
+    for i in range(calls):
+        call(i)
+    host_s = timer.now() - start
+    timer.synchronize()
+    return host_s / calls * 1e6
+
+
+def graph_times(calls: dict[str, Callable[[int], object]], device, per_graph: int, replays: int) -> dict:
+    """Per-call milliseconds of each callable under CUDA-graph replay, the sides interleaved replay by replay.
+
+    Each side's `per_graph` calls (input sets 0..per_graph-1 in turn) are captured into one graph; each replay
+    is timed alone with device events and divided by `per_graph`. Host launch cost is gone from these numbers:
+    they are the GPU time a caller gets when it replays graphs. A side whose capture fails maps to its error
+    text (str) instead of a `Summary`.
+    """
+    graphs: dict[str, object] = {}
+    errors: dict[str, str] = {}
+    stream = torch.cuda.Stream(device)
+    for name, call in calls.items():
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(graph, stream=stream):
+                for i in range(per_graph):
+                    call(i)
+            graphs[name] = graph
+        except Exception as exc:  # noqa: BLE001 - a launch path that cannot be captured is reported, not fatal
+            errors[name] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
+    timer = Timer(device)
+    for graph in graphs.values():
+        graph.replay()  # warm-up replay (first replay uploads the graph)
+    timer.synchronize()
+    tokens: dict[str, list] = {name: [] for name in graphs}
+    for r in range(replays):
+        names = list(graphs) if r % 2 == 0 else list(reversed(graphs))
+        for name in names:
+            token = timer.start()
+            graphs[name].replay()
+            timer.stop(token)
+            tokens[name].append(token)
+    timer.synchronize()
+    result: dict[str, Summary | str] = dict(errors)
+    for name, toks in tokens.items():
+        result[name] = summarize([timer.elapsed_ms(t) / per_graph for t in toks])
+    return result
 
 
 # ---------------------------------------------------------------------------------------------
