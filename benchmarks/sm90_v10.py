@@ -41,6 +41,7 @@ SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 2048), (16384, 81
 EDGE_SHAPE = (1000, 1016, 1008)
 PROFILE_SHAPE = (8192, 8192, 8192)
 SKINNY = (256, 8192, 8192)
+SPLIT_SHAPE = (512, 1024, 16384)  # 16 full tiles, 32 half-width ones, long K: the decision table's split-K row
 KEEP = ("status", "verdict", "correct", "tflops", "vendor_tflops", "median_ms", "vendor_median_ms", "ratio_vs_vendor",
         "graph_median_ms", "vendor_graph_median_ms", "ratio_vs_vendor_graph", "host_us_per_call",
         "vendor_host_us_per_call", "launch_bound", "launch_note", "vendor", "graph_note", "seed")
@@ -85,7 +86,7 @@ def evaluate(stage: str, knobs: dict, shape, seed: int, profile: bool = False) -
     return kept
 
 
-def reproducible(stage: str, shape, seed: int) -> dict:
+def reproducible(stage: str, knobs: dict, shape, seed: int) -> dict:
     """Two launches on the same inputs give bitwise the same output (split-K's fixed-order reduction)."""
     import torch
 
@@ -98,11 +99,11 @@ def reproducible(stage: str, shape, seed: int) -> dict:
     outs = []
     for _ in range(3):
         corr.poison(args["c"])
-        module.launch(**args, **spec.knobs)
+        module.launch(**args, **{**spec.knobs, **knobs})
         torch.cuda.synchronize(device)
         outs.append(args["c"].clone())
     same = all(torch.equal(outs[0], o) for o in outs[1:])
-    return {"stage": stage, "shape": list(shape), "bitwise_equal_over_3_launches": same,
+    return {"stage": label(stage, knobs), "shape": list(shape), "bitwise_equal_over_3_launches": same,
             "judge": corr.judge_output(args, spec, shape).to_dict()}
 
 
@@ -241,13 +242,18 @@ def main(argv=None) -> int:
                 log(f"[round {r}] {label(stage, knobs)} {shape}: {rec.get('status')} "
                     f"eager {fmt(rec.get('ratio_vs_vendor'))} graph {fmt(rec.get('ratio_vs_vendor_graph'))} "
                     f"host {fmt(rec.get('host_us_per_call'), 1)} us")
-    for stage, knobs in stages:  # the non-multiple edge shape, through the same path
-        rec = evaluate(stage, knobs, EDGE_SHAPE, args.seed)
-        runs.append({"stage": stage, "label": label(stage, knobs), "knobs": knobs, "shape": list(EDGE_SHAPE),
+    # The non-multiple edge shape and the split-K regime, through the same path, with split-K forced or off.
+    v10s = sorted({s for s, _ in stages if s.endswith("v10")})
+    regime = [(s, k, EDGE_SHAPE) for s, k in stages] + [(s, {"SPLIT_K": 2}, EDGE_SHAPE) for s in v10s]
+    regime += [(s, k, SPLIT_SHAPE) for s in v10s for k in ({}, {"SPLIT_K": 1})]
+    for stage, knobs, shape in regime:
+        rec = evaluate(stage, knobs, shape, args.seed)
+        runs.append({"stage": stage, "label": label(stage, knobs), "knobs": knobs, "shape": list(shape),
                      "round": 0, **rec})
-        log(f"[edge] {label(stage, knobs)}: {rec.get('status')} {rec.get('verdict')}")
-    extra: dict = {"reproducible": [reproducible(s, shape, args.seed) for s, _ in stages if s.endswith("v10")
-                                    for shape in (SKINNY, EDGE_SHAPE)]}
+        log(f"[regime] {label(stage, knobs)} {shape}: {rec.get('status')} {rec.get('verdict')} "
+            f"eager {fmt(rec.get('ratio_vs_vendor'))} graph {fmt(rec.get('ratio_vs_vendor_graph'))}")
+    extra: dict = {"reproducible": [reproducible(s, k, shape, args.seed) for s in v10s
+                                    for k, shape in (({}, SPLIT_SHAPE), ({"SPLIT_K": 2}, EDGE_SHAPE), ({}, SKINNY))]}
     if args.profile:
         extra["profile"] = []
         for stage, knobs in stages:

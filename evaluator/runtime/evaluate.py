@@ -78,6 +78,8 @@ def _provenance() -> dict:
         "correct": "measured: fresh random inputs, float64 reference, poisoned output, operands compared bitwise",
         "tflops": "measured: 2*M*N*K over the median of per-call device-event times",
         "vendor_tflops": "measured the same way, interleaved call by call with the candidate",
+        "host_us_per_call": "measured: host clock around 50 back-to-back launch calls, the device idle at the start",
+        "graph_median_ms": "measured: device events around CUDA-graph replays of 10 calls, interleaved with the vendor's",
         "peak_tflops": "datasheet figure (evaluator.targets), not measured",
         "pct_of_peak": "measured TFLOP/s over the datasheet peak",
         "clocks_mhz": "read from the vendor SMI tool before and after timing, not controlled",
