@@ -57,29 +57,37 @@ def evaluate_static(path: str | Path, target: str | None = None, shape=None, kno
         return error_record(path, target, err)
 
 
-def evaluate_foreign(path: str | Path, entry: str, args: list[str], target: str,
-                     dump_dir: str | Path | None = None) -> dict:
-    """Static evaluation of a non-contract file through its own host function; reports every kernel."""
-    from .foreign import compile_foreign
+def evaluate_foreign(path: str | Path, entry: str, args: list[str], target: str, config: int | None = None,
+                     dump_dir: str | Path | None = None) -> list[dict]:
+    """Static evaluation of a non-contract file through its own host function: one record per autotune config
+    (only config `config` when given), each reporting every kernel its call compiled. Never raises: a
+    failure, a usage error included, comes back as a single record whose status says what failed."""
+    from .foreign import compile_foreign, parse_args
     from .static import analyze, dump_artifacts
 
     path = str(path)
     try:
-        tgt = get_target(target)
-        started = time.perf_counter()
-        kernels = compile_foreign(path, entry, args, tgt)
-        record = _base_record(path, target)
-        record.update(entry=entry, args=list(args), shape=None, compile_seconds=round(time.perf_counter() - started, 3),
-                      static=analyze(kernels, tgt))
-        if dump_dir:
-            record["dumped"] = dump_artifacts(kernels, tgt, dump_dir)
-        return record
+        try:
+            tgt = get_target(target)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        launches = compile_foreign(path, entry, parse_args(args), tgt, config)
     except NearpeakError as err:
-        if isinstance(err, UsageError):
-            raise
-        return error_record(path, target, err)
-    except ValueError as err:
-        raise UsageError(str(err)) from None
+        return [error_record(path, target, err)]
+    records = []
+    for launch in launches:
+        record = _base_record(path, target)
+        record.update(entry=entry, args=list(args), shape=None, compile_seconds=round(launch.seconds, 3),
+                      static=analyze(launch.kernels, tgt))
+        if launch.configs:
+            index = launch.configs[0].index
+            record["config"] = {"index": index, "count": launch.config_count,
+                                "choices": [c.to_dict() for c in launch.configs]}
+        if dump_dir:
+            folder = Path(dump_dir) / f"config{record['config']['index']}" if len(launches) > 1 else dump_dir
+            record["dumped"] = dump_artifacts(launch.kernels, tgt, folder)
+        records.append(record)
+    return records
 
 
 def evaluate(path: str | Path, target: str | None = None, shape=None, knobs: dict | None = None,

@@ -2,9 +2,13 @@
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import sys
+import time
+from pathlib import Path
 
+from .batch import ScoreOptions
 from .errors import EXIT_OK, EXIT_USAGE, NearpeakError, UsageError
 from .targets import known_targets
 
@@ -27,54 +31,164 @@ def _knob(text: str) -> tuple[str, int]:
         raise argparse.ArgumentTypeError(f"expected NAME=INT, got {text!r}") from None
 
 
+def _config_index(text: str) -> int:
+    try:
+        index = int(text)
+    except ValueError:
+        index = -1
+    if index < 0:
+        raise argparse.ArgumentTypeError(f"expected a config index (0, 1, ...), got {text!r}")
+    return index
+
+
 def add_eval_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", help="kernel file (the kernel contract, or any Gluon file with --entry)")
+    p.add_argument("paths", nargs="+", metavar="PATH",
+                   help="kernel file (the kernel contract, or any Gluon/Triton file with --entry); several files, "
+                        "directories or globs score them all (batch mode)")
     p.add_argument("--target", choices=known_targets(), help="GPU target (default: the file's TARGET)")
     p.add_argument("--shape", type=_shape, help="problem M,N,K (default: the file's benchmark shape)")
     p.add_argument("--knob", type=_knob, action="append", default=[], metavar="NAME=INT",
                    help="override one of the file's KNOBS (repeatable)")
-    p.add_argument("--json", action="store_true", help="print the evaluation record as JSON (docs/eval-schema.md)")
+    p.add_argument("--json", action="store_true",
+                   help="print each evaluation record as one JSON line (docs/eval-schema.md)")
     p.add_argument("--dump", metavar="DIR", help="write ttgir, llir, amdgcn/ptx and sass into DIR")
-    p.add_argument("--entry", help="host function to call for a file that does not follow the contract")
-    p.add_argument("--arg", action="append", default=[], metavar="NAME=SHAPE:DTYPE[:T]",
-                   help="argument of --entry: a tensor (e.g. a=4096x8192:float16, ':T' = transposed) or NAME=INT")
+    foreign = p.add_argument_group("files that do not follow the kernel contract")
+    foreign.add_argument("--entry", help="host function to call, e.g. matmul")
+    foreign.add_argument("--arg", action="append", default=[], metavar="NAME=VALUE",
+                         help="argument of --entry (repeatable): a tensor SHAPE:DTYPE[:T] (a=4096x8192:fp16, ':T' = "
+                              "transposed), or a Python value (alpha=1.5, relu=True, tiles=(128,128), mode=fast)")
+    foreign.add_argument("--config", type=_config_index, metavar="N",
+                         help="score only config N of an autotuned kernel (default: every config, one record each)")
     run = p.add_mutually_exclusive_group()
     run.add_argument("--run", dest="run", action="store_true", default=None,
                      help="also check and time on a GPU (default: automatic when a GPU of the target is present)")
     run.add_argument("--static-only", dest="run", action="store_false", help="never run on a GPU")
     p.add_argument("--profile", action="store_true", help="with --run: profile the matrix unit (ncu / rocprofv3)")
-    p.add_argument("--seed", type=int, help="seed of the random inputs (default: fresh)")
-    p.add_argument("--timeout", type=float, default=600.0, help="wall-clock limit for a runtime evaluation, s")
+    p.add_argument("--seed", type=int, help="with --run: seed of the random inputs (default: fresh)")
+    p.add_argument("--timeout", type=float, metavar="S",
+                   help="wall-clock limit per file, s (default: 120 static, 600 with a runtime evaluation)")
+    batch = p.add_argument_group("batch mode")
+    batch.add_argument("--jobs", type=int, metavar="N", help="score N files at a time (default: 1)")
+    batch.add_argument("--jsonl", metavar="OUT", help="append one JSON line per record to OUT as each file finishes")
+    batch.add_argument("--resume", action="store_true", help="skip files that already have a record in --jsonl OUT")
+
+
+def _is_batch(args) -> bool:
+    from .batch import GLOB_CHARS
+
+    return (len(args.paths) > 1 or args.jobs is not None or bool(args.jsonl) or args.resume
+            or any(Path(p).is_dir() or any(c in p for c in GLOB_CHARS) for p in args.paths))
+
+
+def check_mode(args, batch: bool) -> None:
+    """Flags that do not apply to what was asked are usage errors, never silently ignored."""
+    from .foreign import parse_args
+
+    def refuse(flags: list[str], why: str) -> None:
+        if flags:
+            raise UsageError(f"{', '.join(flags)} {'does' if len(flags) == 1 else 'do'} not apply {why}")
+
+    given = {"--run": args.run is True, "--profile": args.profile, "--seed": args.seed is not None,
+             "--shape": args.shape is not None, "--knob": bool(args.knob), "--dump": bool(args.dump)}
+    if args.entry:
+        refuse([f for f in ("--run", "--profile", "--seed", "--shape", "--knob") if given[f]],
+               "with --entry: a foreign file is compiled through its own host function, with its own shapes "
+               "(give them with --arg)")
+        parse_args(args.arg)  # malformed arguments and unknown dtypes fail here, before any process starts
+    else:
+        refuse([f for f, on in (("--arg", bool(args.arg)), ("--config", args.config is not None)) if on],
+               "without --entry: they are the arguments and autotune config of a foreign file's host function")
+    if args.profile and args.run is not True:
+        raise UsageError("--profile needs --run (profiling happens on a GPU)")
+    if batch:
+        refuse([f for f in ("--run", "--profile", "--seed", "--dump") if given[f]],
+               "to batch scoring, which is static: evaluate one file at a time for them")
+
+
+def _options(args, timeout_s: float) -> ScoreOptions:
+    return ScoreOptions(target=args.target, entry=args.entry, args=tuple(args.arg), config=args.config,
+                        shape=args.shape, knobs=dict(args.knob), timeout_s=timeout_s, dump_dir=args.dump)
+
+
+def _print_records(records: list[dict], as_json: bool) -> None:
+    from .report import format_record
+
+    for record in records:
+        if as_json:
+            print(json.dumps(record, default=str))
+            continue
+        out = sys.stdout if record["status"] == "ok" else sys.stderr
+        config = record.get("config")
+        if config:
+            values = "; ".join(", ".join(f"{k}={v}" for k, v in c["values"].items()) for c in config["choices"])
+            print(f"config {config['index']} of {config['count']}: {values}", file=out)
+        print(format_record(record), file=out)
+
+
+def _gpu_node_present() -> bool:
+    """Any GPU device file here: only then can a runtime evaluation happen without --run."""
+    from .isolated import GPU_DEVICE_NODES
+
+    return any(glob.glob(pattern) for pattern in GPU_DEVICE_NODES.values())
 
 
 def run_eval(args) -> int:
-    from .api import evaluate, evaluate_foreign
+    from .batch import DEFAULT_FILE_TIMEOUT_S, score_file, target_note
 
     try:
-        if args.entry:
-            if not args.target:
-                raise UsageError("--entry needs --target (a foreign file declares none)")
-            record = evaluate_foreign(args.file, args.entry, args.arg, args.target, dump_dir=args.dump)
+        batch = _is_batch(args)
+        check_mode(args, batch)
+        if batch:
+            return run_batch_eval(args)
+        path = args.paths[0]
+        note = target_note(path, args.target)
+        if note:
+            print(f"nearpeak eval: note: {note}", file=sys.stderr)
+        runtime = not args.entry and (args.run is True or (args.run is None and _gpu_node_present()))
+        if runtime:
+            from .api import evaluate
+
+            records = [evaluate(path, target=args.target, shape=args.shape, knobs=dict(args.knob) or None,
+                                run=args.run, seed=args.seed, profile=args.profile, timeout_s=args.timeout or 600.0,
+                                dump_dir=args.dump)]
+            if note:
+                records[0]["note"] = note
         else:
-            if args.arg:
-                raise UsageError("--arg is only for --entry")
-            record = evaluate(args.file, target=args.target, shape=args.shape, knobs=dict(args.knob) or None,
-                              run=args.run, seed=args.seed, profile=args.profile, timeout_s=args.timeout,
-                              dump_dir=args.dump)
-    except NearpeakError as err:  # raised only for usage problems; candidate failures come back as records
+            records = score_file(path, _options(args, args.timeout or DEFAULT_FILE_TIMEOUT_S))
+    except NearpeakError as err:  # usage problems found before anything runs; candidate failures are records
         if args.json:
-            print(json.dumps(err.to_dict(), indent=2))
+            print(json.dumps(err.to_dict()))
         else:
             print(f"nearpeak eval: {err}", file=sys.stderr)
         return err.exit_code
-    if args.json:
-        print(json.dumps(record, indent=2, default=str))
-    else:
-        from .report import format_record
+    _print_records(records, args.json)
+    return next((code for code in map(record_exit_code, records) if code != EXIT_OK), EXIT_OK)
 
-        out = sys.stdout if record["status"] == "ok" else sys.stderr
-        print(format_record(record), file=out)
-    return record_exit_code(record)
+
+def run_batch_eval(args) -> int:
+    """`nearpeak eval PATH... [--jobs N] [--jsonl OUT] [--resume]`: progress on stderr, the summary at the end."""
+    from .batch import DEFAULT_FILE_TIMEOUT_S, expand_paths, run_batch, summary_table, target_note
+
+    paths = expand_paths(args.paths)
+    for note in filter(None, (target_note(p, args.target) for p in paths)):
+        print(f"nearpeak eval: note: {note}", file=sys.stderr)
+    started = time.monotonic()
+
+    def progress(path: str, records: list[dict], done: int, total: int) -> None:
+        statuses = ", ".join(r["status"] + (f"#{r['config']['index']}" if r.get("config") else "") for r in records)
+        wall = max((r.get("sandbox") or {}).get("wall_s") or 0 for r in records)
+        print(f"[{done}/{total}] {path}: {statuses} ({wall:.1f} s)", file=sys.stderr, flush=True)
+        if args.json:
+            for record in records:
+                print(json.dumps(record, default=str), flush=True)
+
+    records = run_batch(paths, _options(args, args.timeout or DEFAULT_FILE_TIMEOUT_S), jobs=args.jobs or 1,
+                        jsonl=args.jsonl, resume=args.resume, on_file=progress)
+    wall = time.monotonic() - started
+    files = len({r["file"] for r in records})
+    summary = summary_table(records) + f"\n\n{files} files in {wall:.1f} s with {args.jobs or 1} jobs"
+    print(summary, file=sys.stderr if args.json else sys.stdout)
+    return EXIT_OK
 
 
 def record_exit_code(record: dict) -> int:
@@ -83,7 +197,7 @@ def record_exit_code(record: dict) -> int:
     status = record.get("status")
     if status == "ok":
         return EXIT_OK
-    if status in ("usage_error", "not_found"):
+    if status in ("usage_error", "not_found", "call_error"):
         return EXIT_USAGE
     if status == "no_device":
         return EXIT_NO_DEVICE
@@ -97,9 +211,11 @@ def run_ladder(args) -> int:
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("eval", help="compile, check and profile one kernel file (the scorer)",
-                              description="Evaluate one Gluon kernel: static analysis of the compiled code on any "
-                                          "machine; correctness and timing on a GPU of its target.")
+    p = subparsers.add_parser("eval", help="score kernel files: compile, check and profile (the scorer)",
+                              description="Evaluate Gluon/Triton kernels: static analysis of the compiled code on any "
+                                          "machine, each file in its own sandboxed process; correctness and timing "
+                                          "on a GPU of its target. Several files, directories or globs are scored "
+                                          "in parallel (batch mode) with a summary at the end.")
     add_eval_arguments(p)
     p.set_defaults(func=run_eval)
     q = subparsers.add_parser("ladder", help="evaluate every reference stage of a target's ladder",

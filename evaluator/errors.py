@@ -46,6 +46,19 @@ class ContractError(NearpeakError):
     status = "contract_error"
 
 
+class CallError(NearpeakError):
+    """The entry function named on the command line does not exist or cannot take the given arguments."""
+
+    status = "call_error"
+    exit_code = EXIT_USAGE
+
+
+class EntryFailure(NearpeakError):
+    """The host code (a foreign file's entry, or launch) raised an exception of its own, not the compiler."""
+
+    status = "entry_error"
+
+
 class ImportFailure(NearpeakError):
     status = "import_error"
 

@@ -1,0 +1,292 @@
+"""Scoring files as they come: each file in its own sandboxed process, many files in parallel.
+
+`score_file` is the static scorer behind `nearpeak eval FILE`: a contract kernel, or any Gluon/Triton file
+through `--entry`, compiled for its target in a fresh process under a wall-clock limit, so that a compiler
+abort, a hang or a flood of output ends as a record (`crashed`, `timeout`, `output_flood`), never as the
+end of the caller. Contract files pass the static policy first (as in `evaluator.api.evaluate`); foreign
+files are scored as their authors wrote them, so they are not held to the candidate policy.
+
+`run_batch` scores many files with `jobs` of those processes at a time, hands each record over (and
+appends it to a JSON Lines file) as soon as its file is done, and can skip files a previous run already
+wrote. `summary_table` renders the end-of-batch overview.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from . import SCHEMA_VERSION
+from .errors import UsageError
+
+DEFAULT_FILE_TIMEOUT_S = 120.0   # one static evaluation: a cold compile of a large kernel takes seconds
+GLOB_CHARS = "*?["
+SKIPPED_NAMES = ("conftest.py",)  # pytest plumbing beside tutorial files, never a kernel
+
+
+@dataclass(frozen=True)
+class ScoreOptions:
+    """How every file of one `nearpeak eval` is scored."""
+
+    target: str | None = None          # None: each file's TARGET
+    entry: str | None = None           # host function of foreign files; None: the kernel contract
+    args: tuple[str, ...] = ()         # `--arg` texts for `entry`
+    config: int | None = None          # one autotune config; None: all of them
+    shape: tuple[int, int, int] | None = None
+    knobs: dict = field(default_factory=dict)
+    timeout_s: float = DEFAULT_FILE_TIMEOUT_S
+    dump_dir: str | None = None
+
+
+# ---------------------------------------------------------------------------------------------
+# One file
+
+
+def score_in_child(path: str, target: str | None, entry: str | None, args: list[str], config: int | None,
+                   shape: list | None, knobs: dict | None, dump_dir: str | None) -> list[dict]:
+    """The sandboxed child's side of `score_file`: the evaluation records of one file."""
+    from .api import evaluate_foreign, evaluate_static
+
+    if entry:
+        return evaluate_foreign(path, entry, args, target, config, dump_dir=dump_dir)
+    return [evaluate_static(path, target, tuple(shape) if shape else None, knobs or None, dump_dir=dump_dir)]
+
+
+def declared_target(path: str | Path) -> str | None:
+    """The file's `TARGET = "..."` declaration, read without running it."""
+    from .contract import read_constant
+
+    try:
+        value = read_constant(path, "TARGET")
+    except (OSError, UnicodeDecodeError):
+        return None
+    return value if isinstance(value, str) else None
+
+
+def target_note(path: str | Path, target: str | None) -> str | None:
+    """One sentence when `target` differs from the file's own TARGET, said before anything compiles."""
+    declared = declared_target(path)
+    if target and declared and declared != target:
+        return (f"{path} declares TARGET {declared} but is compiled for {target} as asked: code written for "
+                "one target's instructions and layouts usually fails to compile for another.")
+    return None
+
+
+def _triton_version() -> str | None:
+    try:
+        return version("triton")
+    except PackageNotFoundError:
+        return None
+
+
+def failure_record(path: str, target: str | None, status: str, message: str, **extra) -> dict:
+    """A record for a file that produced none of its own (policy, sandbox verdict, usage)."""
+    return {"schema": SCHEMA_VERSION, "status": status, "message": message, "file": path, "line": None,
+            "target": target, "triton_version": _triton_version(), **extra}
+
+
+def _refine_compile_error(record: dict, stderr: str, candidate: str) -> None:
+    """Triton's passes print the located reason to stderr and raise only "error encountered during parsing":
+    take the line and reason from the diagnostic when it names the candidate file."""
+    from .compile import compiler_diagnostic
+
+    found = compiler_diagnostic(stderr, candidate)
+    if found:
+        record["line"], reason = found
+        record["message"] = f"compile error: {reason}"
+
+
+def _sandbox_record(path: str, target: str | None, result, timeout_s: float) -> dict:
+    from .compile import last_compiler_message
+
+    said = last_compiler_message(result.stderr_tail)
+    messages = {
+        "timeout": f"no result within {timeout_s:g} s; its process group was killed",
+        "crashed": f"the evaluation process died ({result.message})"
+                   + (f"; the compiler's last message: {said}" if said else ""),
+        "output_flood": "the evaluation flooded its output; its process group was killed",
+        "runtime_fault": f"GPU fault: {result.message}",
+        "error": f"the scorer itself failed: {result.message}",
+    }
+    return failure_record(path, target, result.verdict, messages.get(result.verdict, str(result.message)))
+
+
+def score_file(path: str, options: ScoreOptions) -> list[dict]:
+    """Static records of one file (one per autotune config) from a fresh sandboxed process; never raises for
+    anything the file does. `file` in each record is `path` as given."""
+    from .isolated import STATIC_MEMORY_MB, run_guarded
+    from .policy import check_policy, record_fields
+
+    resolved = Path(path).resolve()
+    if not resolved.is_file():
+        return [failure_record(path, options.target, "not_found", "no such kernel file")]
+    target = options.target or declared_target(resolved)
+    if options.entry and not target:
+        return [failure_record(path, None, "usage_error",
+                               "--entry needs --target: the file declares no TARGET")]
+    if not options.entry:
+        violations = check_policy(resolved)
+        if violations:
+            return [failure_record(path, target, **record_fields(violations))]
+    guarded = run_guarded("evaluator.batch:score_in_child",
+                          {"path": str(resolved), "target": target, "entry": options.entry,
+                           "args": list(options.args), "config": options.config,
+                           "shape": list(options.shape) if options.shape else None, "knobs": dict(options.knobs),
+                           "dump_dir": str(Path(options.dump_dir).resolve()) if options.dump_dir else None},
+                          timeout_s=options.timeout_s, memory_mb=STATIC_MEMORY_MB)
+    result = guarded.result
+    note = target_note(path, options.target)
+    sandbox = {"verdict": result.verdict, "wall_s": result.wall_s, "exit_code": result.exit_code,
+               "signal": result.signal}
+    if guarded.tampered:
+        return [failure_record(path, target, "tampered", "evaluator files changed while the file was scored: "
+                               + ", ".join(guarded.tampered), integrity={"changed": list(guarded.tampered)},
+                               sandbox=sandbox)]
+    if not result.ok:
+        record = {**_sandbox_record(path, target, result, options.timeout_s), "sandbox": sandbox}
+        return [{**record, "note": note} if note else record]
+    records = result.value
+    for record in records:
+        if record.get("file") == str(resolved):
+            record["file"] = path
+        if record.get("status") == "compile_error":
+            _refine_compile_error(record, result.stderr_tail, str(resolved))
+        record["sandbox"] = sandbox
+        if note:
+            record["note"] = note
+    return records
+
+
+# ---------------------------------------------------------------------------------------------
+# Many files
+
+
+def expand_paths(paths: Iterable[str]) -> list[str]:
+    """Files named, `*.py` under directories (recursively, sorted) and glob matches, each once, in order.
+
+    A name or pattern that matches nothing is a usage error naming it.
+    """
+    found: list[str] = []
+    for given in paths:
+        if any(c in given for c in GLOB_CHARS):
+            matches = sorted(glob.glob(given, recursive=True))
+            files = [m for m in matches if Path(m).is_file()]
+            files += [str(f) for m in matches if Path(m).is_dir() for f in _kernel_files(Path(m))]
+        elif Path(given).is_dir():
+            files = [str(f) for f in _kernel_files(Path(given))]
+        else:
+            files = [given]  # a missing file is reported as its own record (not_found)
+        if not files:
+            raise UsageError(f"{given!r} matches no kernel file")
+        found += files
+    seen: set[Path] = set()
+    unique = []
+    for name in found:
+        key = Path(name).resolve()
+        if key not in seen:
+            seen.add(key)
+            unique.append(name)
+    return unique
+
+
+def _kernel_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*.py")
+                  if "__pycache__" not in p.parts and not p.name.startswith("_") and p.name not in SKIPPED_NAMES)
+
+
+def done_files(jsonl: str | Path) -> set[Path]:
+    """Files that already have a record in a JSON Lines output (a torn last line is ignored)."""
+    done: set[Path] = set()
+    try:
+        lines = Path(jsonl).read_text().splitlines()
+    except FileNotFoundError:
+        return done
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and record.get("file"):
+            done.add(Path(record["file"]).resolve())
+    return done
+
+
+def run_batch(paths: list[str], options: ScoreOptions, jobs: int = 1, jsonl: str | Path | None = None,
+              resume: bool = False, on_file: Callable[[str, list[dict], int, int], None] | None = None) -> list[dict]:
+    """Score `paths` with `jobs` sandboxed processes at a time; returns every record of this run.
+
+    Each file's records are appended to `jsonl` (one line each, flushed) and passed to `on_file(path, records,
+    done, total)` as soon as the file is done. With `resume`, files already in `jsonl` are skipped.
+    """
+    if jobs < 1:
+        raise UsageError(f"--jobs must be at least 1, got {jobs}")
+    if resume:
+        if not jsonl:
+            raise UsageError("--resume needs --jsonl (the file whose records say what is done)")
+        done = done_files(jsonl)
+        paths = [p for p in paths if Path(p).resolve() not in done]
+    out = open(jsonl, "a") if jsonl else None  # noqa: SIM115 - held open for the whole batch
+    lock = threading.Lock()
+    records: list[dict] = []
+    try:
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            futures = {pool.submit(score_file, p, options): p for p in paths}
+            for finished, future in enumerate(as_completed(futures), 1):
+                path = futures[future]
+                file_records = future.result()
+                with lock:
+                    records += file_records
+                    if out:
+                        out.writelines(json.dumps(r, default=str) + "\n" for r in file_records)
+                        out.flush()
+                if on_file:
+                    on_file(path, file_records, finished, len(paths))
+    finally:
+        if out:
+            out.close()
+    return records
+
+
+# ---------------------------------------------------------------------------------------------
+# The overview at the end
+
+
+def _label(record: dict) -> str:
+    config = record.get("config")
+    name = Path(str(record.get("file"))).name
+    return f"{name}#{config['index']}" if config else name
+
+
+def summary_table(records: list[dict], top: int = 5) -> str:
+    """Status counts, the best files by estimated TFLOP/s (a static estimate), and the top register users."""
+    from .report import pct, table
+
+    counts = Counter(r.get("status") for r in records)
+    lines = [f"{len(records)} records: " + ", ".join(f"{s} {n}" for s, n in counts.most_common())]
+    ok = [r for r in records if r.get("status") == "ok" and r.get("static")]
+    if not ok:
+        return "\n".join(lines)
+    by_tflops = any(r["static"].get("estimated_tflops") is not None for r in ok)
+    key = "estimated_tflops" if by_tflops else "estimated_efficiency"
+    ranked = sorted((r for r in ok if r["static"].get(key) is not None), key=lambda r: -r["static"][key])[:top]
+    if ranked:
+        title = ("best by estimated TFLOP/s (STATIC ESTIMATE)" if by_tflops else
+                 "best by estimated matrix-unit efficiency (STATIC ESTIMATE; no estimated_tflops in these records)")
+        lines += ["", title, table(
+            [[_label(r), r.get("target"), r["static"].get("kernel"), r["static"].get("estimated_tflops"),
+              pct(r["static"].get("estimated_efficiency")), r["static"].get("registers"), r["static"].get("spills")]
+             for r in ranked],
+            ["file", "target", "kernel", "est. TFLOP/s", "est. efficiency", "registers", "spills"])]
+    heavy = sorted(ok, key=lambda r: -(r["static"].get("registers") or 0))[:top]
+    lines += ["", "top register users", table(
+        [[_label(r), r.get("target"), r["static"].get("kernel"), r["static"].get("registers"),
+          r["static"].get("spills"), r["static"].get("occupancy")] for r in heavy],
+        ["file", "target", "kernel", "registers", "spills", "occupancy"])]
+    return "\n".join(lines)
+
