@@ -11,11 +11,12 @@ import torch
 
 from evaluator.compile import compile_candidate
 from evaluator.contract import load_candidate
-from evaluator.isa import sass
 from evaluator.policy import check_policy
 from evaluator.runtime import correctness as corr
 from evaluator.runtime import timing
 from evaluator.targets import get_target
+from evaluator.targets.nvidia import sass
+from evaluator.targets.nvidia.static import ptxas_arch
 
 ROOT = Path(__file__).resolve().parents[1]
 BF16 = ROOT / "kernels" / "sm90" / "bf16" / "v10_split_k.py"
@@ -64,7 +65,7 @@ def built(path: Path, shape):
     module, spec = load_candidate(path)
     (kernel,) = compile_candidate(module, spec, get_target("sm90"), shape=shape)
     text = sass.disassemble(kernel.asm["cubin"])
-    return kernel, text, sass.ptxas_resource_usage(kernel.asm["ptx"])
+    return kernel, text, sass.ptxas_resource_usage(kernel.asm["ptx"], ptxas_arch(get_target("sm90")))
 
 
 def count(text: str, prefix: str) -> int:
