@@ -19,6 +19,7 @@ from evaluator.targets import known_targets
 from .evaluation import Evaluator
 from .ledger import MAIN, LedgerError
 from .loop import KERNEL, Budget, Optimizer
+from .progress import Progress
 from .proposers import ProposerSetupError, make_proposer
 from .proposers.llm import DEFAULT_MODEL
 from .reading import format_table, history, history_json, plot, run_config, show, verify
@@ -134,13 +135,14 @@ def cmd_run(args) -> int:
     """Start or resume a run; progress on stderr, the summary table (or JSON) on stdout."""
     if args.resume and (args.target or args.from_file or args.run_id):
         raise CommandError("--resume continues an existing run; do not combine it with --target, --from or --run-id")
+    progress = Progress(quiet=args.json)
     try:
         if args.resume:
             ledger, config = resume_run(Resume(run=args.resume, runs_dir=Path(args.runs_dir), steps=args.steps,
                                                base_url=args.base_url, model=args.model,
-                                               max_tokens=args.max_tokens, max_wall=args.max_wall), _say)
+                                               max_tokens=args.max_tokens, max_wall=args.max_wall), progress)
         else:
-            ledger, config = create_run(_new_run_request(args), _say)
+            ledger, config = create_run(_new_run_request(args), progress)
     except StartFailure as exc:
         _say(f"nearpeak run: {exc}")
         return EXIT_CANDIDATE
@@ -148,11 +150,14 @@ def cmd_run(args) -> int:
         root = ledger.main_line()[0].sha
         proposer = make_proposer(config, ledger.path.parent, declaration(ledger.read(root, KERNEL).decode(), "DTYPE"))
         budget = Budget(max_tokens=config.max_tokens, max_wall=config.max_wall)
-        optimizer = Optimizer(ledger, config, proposer, Evaluator(config.target, config.seed), budget, _say)
+        optimizer = Optimizer(ledger, config, proposer, Evaluator(config.target, config.seed), budget, progress)
         result = optimizer.run()
+    except KeyboardInterrupt:
+        # Everything judged so far is committed; only the candidate in flight is lost.
+        _say(f"nearpeak run: interrupted; continue with: nearpeak run --resume {ledger.path}")
+        return 130
     finally:
         ledger.unlock()
-    _say(f"run stopped: {result.stop_reason}")
     if args.json:
         print(json.dumps({**history_json(ledger), "stop_reason": result.stop_reason, "steps_run": result.steps_run,
                           "exit_code": result.exit_code},
@@ -201,8 +206,7 @@ def cmd_replay(args) -> int:
     print(format_table(rows))
     status = EXIT_OK
     if args.verify:
-        _say(f"re-evaluating {len(rows)} accepted step(s) for {config.target} ...")
-        drifts = verify(ledger, Evaluator(config.target, config.seed))
+        drifts = verify(ledger, Evaluator(config.target, config.seed), Progress())
         print()
         for drift in drifts:
             notes = "".join(f" (note: {n})" for n in drift.notes)

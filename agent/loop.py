@@ -21,7 +21,6 @@ import os
 import shutil
 import time
 import traceback
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +29,7 @@ from .config import RunConfig
 from .evaluation import MEASURED, Evaluator, Judgement, judge_measured, judge_static, screen
 from .figures import commit_message, headline, trailers
 from .ledger import MAIN, SCRATCH, Entry, Ledger, attempt_ref, proposal_ref
+from .progress import Progress
 from .proposers import Attempt, Candidate, FailedProposal, Outcome, ProposalContext, Proposer, ProposerStopped
 from .source import sha256
 
@@ -66,7 +66,7 @@ class Optimizer:
     """Runs the steps of one run over its ledger."""
 
     def __init__(self, ledger: Ledger, config: RunConfig, proposer: Proposer, evaluator: Evaluator,
-                 budget: Budget, progress: Callable[[str], None]):
+                 budget: Budget, progress: Progress):
         self.ledger = ledger
         self.config = config
         self.proposer = proposer
@@ -221,7 +221,8 @@ class Optimizer:
                 todo.append((n, self._scratch_file(step, n, source)))
         if not todo:
             return {}
-        with ThreadPoolExecutor(max_workers=max(1, min(len(todo), os.cpu_count() or 1))) as pool:
+        with ThreadPoolExecutor(max_workers=max(1, min(len(todo), os.cpu_count() or 1))) as pool, \
+                self.progress.task(f"[step {step}/{self.config.steps}] static screen of {len(todo)} candidate(s)"):
             records = pool.map(lambda item: self._safe_record(item[1], run=False), todo)
             return {n: record for (n, _), record in zip(todo, records)}
 
@@ -251,8 +252,9 @@ class Optimizer:
             judgement = Judgement(False, f"duplicate of step {duplicate.step}.{duplicate.candidate}; not re-evaluated",
                                   (), False)
         else:
-            record, judgement = self._evaluate(step, n, proposal.source, incumbent_source, incumbent_record,
-                                               static_record)
+            with self.progress.task(f"{tag} {proposal.title}: evaluating", report_end=False):
+                record, judgement = self._evaluate(step, n, proposal.source, incumbent_source, incumbent_record,
+                                                   static_record)
         elapsed = time.monotonic() - started
         passed = judgement.passed
         accept_now = passed and last and (best is None or judgement.score > best)

@@ -16,6 +16,7 @@ from .evaluation import Evaluator
 from .figures import STATIC_KEYS
 from .ledger import MAIN, Entry, Ledger
 from .loop import KERNEL, RECORD, RUN, STEP
+from .progress import QUIET, Progress
 
 RUNTIME_NOISE = 0.05   # relative drift of measured TFLOPS tolerated between two runs on one GPU model
 
@@ -120,16 +121,18 @@ class Drift:
     notes: tuple[str, ...] = ()      # what could not be re-checked here
 
 
-def verify(ledger: Ledger, evaluator: Evaluator) -> list[Drift]:
+def verify(ledger: Ledger, evaluator: Evaluator, progress: Progress = QUIET) -> list[Drift]:
     """Re-evaluate each commit on main; static figures must match exactly, runtime ones within noise."""
     drifts = []
+    entries = ledger.main_line()
     with tempfile.TemporaryDirectory(prefix="nearpeak-replay-") as tmp:
-        for entry in ledger.main_line():
+        for index, entry in enumerate(entries, start=1):
             path = Path(tmp) / f"step{entry.step:03d}" / KERNEL
             path.parent.mkdir(parents=True)
             path.write_bytes(ledger.read(entry.sha, KERNEL))
             old = json.loads(ledger.read(entry.sha, RECORD))
-            new = evaluator.record(path, run=None if old.get("runtime") else False)
+            with progress.task(f"[{index}/{len(entries)}] re-evaluating step {entry.step} ({entry.sha[:12]})"):
+                new = evaluator.record(path, run=None if old.get("runtime") else False)
             problems, notes = compare_records(old, new)
             drifts.append(Drift(entry.step, entry.sha, tuple(problems), tuple(notes)))
     return drifts

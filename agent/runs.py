@@ -11,7 +11,6 @@ import dataclasses
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -20,6 +19,7 @@ from .config import RunConfig
 from .evaluation import MEASURED, OBJECTIVES, STATIC, Evaluator, describe_failure
 from .ledger import Ledger
 from .loop import KERNEL, baseline_commit
+from .progress import Progress
 from .proposers.ladder import default_ladder_dir, stage_paths
 from .proposers.llm import DEFAULT_MODEL, endpoint_configured
 from .reading import run_config
@@ -94,7 +94,7 @@ def require_endpoint(base_url: str | None) -> None:
                            "pass --base-url")
 
 
-def _starting_file(request: NewRun, say: Callable[[str], None]) -> tuple[str, Path]:
+def _starting_file(request: NewRun, say: Progress) -> tuple[str, Path]:
     """(target, kernel file): a bare `nearpeak run` starts from the first stage of the target's main ladder
     (gfx950 by default, which needs neither a GPU nor an API key)."""
     target = request.target
@@ -108,7 +108,7 @@ def _starting_file(request: NewRun, say: Callable[[str], None]) -> tuple[str, Pa
     return target, stages[0]
 
 
-def create_run(request: NewRun, say: Callable[[str], None]) -> tuple[Ledger, RunConfig]:
+def create_run(request: NewRun, say: Progress) -> tuple[Ledger, RunConfig]:
     """Evaluate the starting kernel and create the run repository atomically; the ledger comes back locked."""
     target, kernel = _starting_file(request, say)
     if not kernel.is_file():
@@ -125,9 +125,9 @@ def create_run(request: NewRun, say: Callable[[str], None]) -> tuple[Ledger, Run
     path = Path(request.runs_dir) / run_id
     _refuse_taken(path, run_id)
 
-    say(f"evaluating the starting kernel {kernel} for {target} ...")
     evaluator = Evaluator(target, request.seed)
-    with tempfile.TemporaryDirectory(prefix="nearpeak-start-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="nearpeak-start-") as tmp, \
+            say.task(f"evaluating the starting kernel {kernel} for {target}"):
         copy = Path(tmp) / KERNEL
         copy.write_text(source)
         record = evaluator.record(copy, run=None)
@@ -196,7 +196,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def resume_run(request: Resume, say: Callable[[str], None]) -> tuple[Ledger, RunConfig]:
+def resume_run(request: Resume, say: Progress) -> tuple[Ledger, RunConfig]:
     """Open, lock and repair a run; apply what may change on resume. The ledger comes back locked."""
     ledger = open_run(request.run, request.runs_dir)
     ledger.lock()

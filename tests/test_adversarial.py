@@ -11,6 +11,8 @@ import pytest
 from tests.adversarial.cases import CASES, cpu_cases, gpu_cases
 from tests.adversarial.runner import detect_target, run_case
 
+pytestmark = pytest.mark.slow  # every CPU case runs in its own sandboxed interpreter, several until their timeout
+
 CPU_NAMES = [c.name for c in cpu_cases()]
 
 

@@ -35,6 +35,7 @@ def test_argument_type_errors_exit_2(capsys):
     assert "must be at least 1" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # evaluates kernels in sandboxed interpreters
 def test_a_starting_kernel_that_fails_exits_1_and_creates_no_run(capsys, tmp_path):
     kernel = tmp_path / "broken.py"
     kernel.write_text(BROKEN)
@@ -53,6 +54,7 @@ def test_a_run_id_in_use_is_refused(capsys, tmp_path):
     assert code == 2 and "already exists" in err
 
 
+@pytest.mark.slow  # evaluates kernels in sandboxed interpreters
 def test_wall_budget_stops_cleanly_and_resume_continues(capsys, tmp_path):
     runs = tmp_path / "runs"
     code, out, err = nearpeak(capsys, "run", "--target", "gfx950", "--from", need(V00), "--runs-dir", runs,
@@ -64,6 +66,7 @@ def test_wall_budget_stops_cleanly_and_resume_continues(capsys, tmp_path):
     assert "all 1 steps done" in out and "\n1.1 " in out
 
 
+@pytest.mark.slow  # evaluates kernels in sandboxed interpreters
 def test_bare_run_starts_from_the_gfx950_ladder(capsys, tmp_path):
     need(V00)
     code, out, err = nearpeak(capsys, "run", "--steps", "1", "--runs-dir", tmp_path)

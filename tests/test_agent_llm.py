@@ -21,6 +21,8 @@ from agent_support import (
 )
 from fakellm import FakeLLM, Reply, Status
 
+pytestmark = pytest.mark.slow  # end to end: real compiles, sandboxed evaluations and a git ledger
+
 
 @pytest.fixture(scope="module")
 def start(tmp_path_factory):

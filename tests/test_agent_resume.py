@@ -13,6 +13,8 @@ from fakellm import FakeLLM, Reply, Status
 
 from agent.ledger import MAIN, Ledger, LedgerError, attempt_ref
 
+pytestmark = pytest.mark.slow  # end to end: killed and resumed runs, real compiles and git ledgers
+
 WRITER = """
 import sys
 from agent.ledger import MAIN, Ledger, LedgerError, attempt_ref

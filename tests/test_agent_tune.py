@@ -9,6 +9,8 @@ from agent.proposers import ProposalContext
 from agent.proposers.tune import TuneCache, TuneProposer
 from agent.source import declaration
 
+pytestmark = pytest.mark.slow  # end to end: real compiles, sandboxed evaluations and a git ledger
+
 
 @pytest.fixture(scope="module")
 def start(tmp_path_factory):

@@ -13,6 +13,8 @@ from evaluator.errors import EXIT_CANDIDATE, EXIT_USAGE, UsageError
 from evaluator.foreign import compile_foreign, parse_arg, parse_args
 from evaluator.targets import get_target
 
+pytestmark = pytest.mark.slow  # each test starts `nearpeak eval` in a fresh interpreter (torch import, compile)
+
 
 def nearpeak(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "agent.cli", *args], capture_output=True, text=True, cwd=ROOT, check=False,

@@ -15,6 +15,8 @@ from evaluator.compile import compile_candidate
 from evaluator.contract import load_candidate
 from evaluator.targets import get_target
 
+pytestmark = pytest.mark.slow  # compiles every stage of the gfx950 ladder
+
 LADDER = Path(__file__).resolve().parent.parent / "kernels" / "gfx950" / "fp16"
 STAGES = sorted(p.stem for p in LADDER.glob("v[0-9][0-9]_*.py"))
 

@@ -18,6 +18,8 @@ from evaluator.targets import get_target
 from evaluator.targets.nvidia import sass
 from evaluator.targets.nvidia.static import ptxas_arch
 
+pytestmark = pytest.mark.slow  # compiles every stage of the sm90 ladders
+
 ROOT = Path(__file__).resolve().parent.parent
 LADDER = ROOT / "kernels" / "sm90" / "bf16"
 FP8 = ROOT / "kernels" / "sm90" / "fp8" / "v09_fp8.py"

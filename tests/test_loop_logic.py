@@ -1,0 +1,246 @@
+"""The loop's decisions against a fake evaluator: no compiles, a real git ledger, a second or two in all.
+
+The fake evaluator reads a candidate's figures from lines of its source (`EFF = 0.5`, `SPILLS = 2`,
+`STATUS = "compile_error"`, `SPEEDUP = 1.2`, ...), so each test states what it feeds the loop in the kernel text.
+The end-to-end tests (test_agent_*.py) cover the same paths through real compiles and sandboxes.
+"""
+from __future__ import annotations
+
+import ast
+import io
+import json
+
+import pytest
+
+from agent.config import RunConfig
+from agent.evaluation import MEASURED, OBJECTIVES, STATIC
+from agent.ledger import MAIN, Ledger, attempt_ref
+from agent.loop import KERNEL, STEP, Budget, Optimizer, baseline_commit
+from agent.progress import Progress
+from agent.proposers import Candidate, FailedProposal
+
+BASE = "EFF = 0.30\n"
+
+
+def figures_in(source: str) -> dict:
+    """The NAME = value assignments of a fake kernel."""
+    return {node.targets[0].id: ast.literal_eval(node.value) for node in ast.parse(source).body
+            if isinstance(node, ast.Assign)}
+
+
+class FakeEvaluator:
+    """Evaluation records made from the kernel's own declarations; counts every call."""
+
+    def __init__(self, interrupt: bool = False):
+        self.interrupt = interrupt  # whether `INTERRUPT = True` in a kernel acts as Ctrl-C during its comparison
+        self.records: list[tuple[str, bool | None]] = []
+        self.compares: list[tuple[str, str]] = []
+
+    def record(self, path, run):
+        source = path.read_text()
+        self.records.append((source, run))
+        f = figures_in(source)
+        if f.get("CRASH"):
+            raise RuntimeError("the evaluator itself broke")
+        status = f.get("STATUS", "ok")
+        record = {"status": status, "target": "gfx950", "triton_version": "3.6.0", "file": str(path),
+                  "message": f.get("MESSAGE")}
+        if status == "ok":
+            record["static"] = {"estimated_efficiency": f.get("EFF"), "hot_loop_spills": f.get("SPILLS", 0),
+                                "spills": f.get("SPILLS", 0), "registers": 128, "shared_bytes": 65536}
+            if run:
+                record["runtime"] = {"correct": f.get("CORRECT", True), "tflops": 500.0 * f.get("SPEEDUP", 1.0),
+                                     "ratio_vs_vendor": 0.8 * f.get("SPEEDUP", 1.0), "device": "Fake GPU",
+                                     "verdict": "wrong" if not f.get("CORRECT", True) else "ok"}
+        return record
+
+    def compare(self, candidate, incumbent, shape, min_gain):
+        self.compares.append((candidate.read_text(), incumbent.read_text()))
+        if self.interrupt and figures_in(candidate.read_text()).get("INTERRUPT"):
+            raise KeyboardInterrupt
+        speedup = figures_in(candidate.read_text()).get("SPEEDUP", 1.0) / \
+            figures_in(incumbent.read_text()).get("SPEEDUP", 1.0)
+        if speedup == 0:
+            raise RuntimeError("the comparison broke")
+        low, high = speedup * 0.99, speedup * 1.01
+        return {"speedup": speedup, "ci_low": low, "ci_high": high, "accepted": low > 1 + min_gain,
+                "method": "fake interleaved A/B", "candidate_correct": True, "device": "Fake GPU"}
+
+
+class ScriptedProposer:
+    """Proposes the kernels of `script`, one list per call, and remembers what the loop told it."""
+
+    name = "scripted"
+
+    def __init__(self, *script: list):
+        self.script = list(script)
+        self.contexts = []
+        self.outcomes = []
+
+    def propose(self, context):
+        self.contexts.append(context)
+        if not self.script:
+            return []
+        return [item if isinstance(item, FailedProposal) else Candidate(item, f"because {i}", f"idea {i}")
+                for i, item in enumerate(self.script.pop(0), start=1)]
+
+    def observe(self, candidate, outcome):
+        self.outcomes.append((candidate.title, outcome.verdict))
+
+
+def make_run(tmp_path, mode=STATIC, steps=2, candidates=1, base=BASE, **overrides) -> tuple[Ledger, RunConfig]:
+    config = RunConfig(run_id="fake", target="gfx950", source_file="base.py", proposer="scripted", steps=steps,
+                       candidates=candidates, min_gain=0.01, max_spills=0, seed=0, mode=mode,
+                       objective=OBJECTIVES[mode], **overrides)
+    record = FakeEvaluator().record(_written(tmp_path / "base" / KERNEL, base), run=mode == MEASURED)
+    files, message = baseline_commit(config, base, record)
+    return Ledger.create(tmp_path / "run", files, message), config
+
+
+def _written(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def optimize(ledger, config, proposer, evaluator=None, budget=None):
+    evaluator = evaluator or FakeEvaluator()
+    out = io.StringIO()
+    result = Optimizer(ledger, config, proposer, evaluator, budget or Budget(), Progress(out, heartbeat=0)).run()
+    return result, evaluator, out.getvalue()
+
+
+def step_data(ledger, ref) -> dict:
+    return json.loads(ledger.read(ledger.resolve(ref), STEP))
+
+
+def main_sources(ledger) -> list[str]:
+    return [ledger.read(e.sha, KERNEL).decode() for e in ledger.main_line()]
+
+
+def test_static_mode_accepts_a_better_estimate_and_keeps_a_worse_one_as_an_attempt(tmp_path):
+    ledger, config = make_run(tmp_path, steps=2)
+    result, _, log = optimize(ledger, config, ScriptedProposer(["EFF = 0.5\n"], ["EFF = 0.4\n"]))
+    assert result.stop_reason == "all 2 steps done" and result.steps_run == [1, 2]
+    assert main_sources(ledger) == [BASE, "EFF = 0.5\n"]
+    rejected = step_data(ledger, attempt_ref(2, 1))
+    assert rejected["verdict"] == "rejected" and not rejected["screened_out"]
+    assert "0.4000 not above incumbent 0.5000 (static estimate)" in rejected["reason"]
+    assert "candidate 1 idea 1: accepted" in log and "candidate 1 idea 1: rejected" in log
+
+
+def test_the_best_of_several_passing_candidates_is_promoted(tmp_path):
+    ledger, config = make_run(tmp_path, steps=1, candidates=3)
+    proposer = ScriptedProposer(["EFF = 0.6\n", "EFF = 0.8\n", "EFF = 0.7\n"])
+    optimize(ledger, config, proposer)
+    assert main_sources(ledger)[-1] == "EFF = 0.8\n"
+    promoted = step_data(ledger, MAIN)
+    assert promoted["candidate"] == 2 and promoted["reason"].startswith("best of 3 passing candidate(s)")
+    assert ledger.resolve(attempt_ref(1, 2)) is None  # moved to main in the same transaction
+    assert {step_data(ledger, attempt_ref(1, n))["verdict"] for n in (1, 3)} == {"passed"}
+    assert proposer.outcomes == [("idea 1", "passed"), ("idea 2", "passed"), ("idea 3", "passed")]
+
+
+def test_the_last_candidate_goes_straight_to_main_when_it_is_the_best(tmp_path):
+    ledger, config = make_run(tmp_path, steps=1, candidates=2)
+    optimize(ledger, config, ScriptedProposer(["EFF = 0.6\n", "EFF = 0.9\n"]))
+    assert step_data(ledger, MAIN)["candidate"] == 2
+    assert step_data(ledger, MAIN)["reason"].startswith("estimated efficiency 0.9000")
+
+
+@pytest.mark.parametrize("kernel, reason", [
+    ('STATUS = "compile_error"\nMESSAGE = "bad layout"\n', "compile_error: bad layout"),
+    ("EFF = 0.9\nSPILLS = 3\n", "3 spill instructions in the hot loop (budget 0)"),
+    ("CRASH = True\n", "evaluator_error: RuntimeError: the evaluator itself broke"),
+])
+def test_the_screen_rejects_without_runtime_work(tmp_path, kernel, reason):
+    ledger, config = make_run(tmp_path, mode=MEASURED, steps=1)
+    _, evaluator, _ = optimize(ledger, config, ScriptedProposer([kernel]))
+    rejected = step_data(ledger, attempt_ref(1, 1))
+    assert rejected["verdict"] == "rejected" and rejected["screened_out"] and rejected["reason"] == reason
+    assert [run for source, run in evaluator.records if source == kernel] == [False]  # never run on the GPU
+    assert evaluator.compares == []
+
+
+def test_measured_mode_accepts_on_the_interval_and_records_the_comparison(tmp_path):
+    ledger, config = make_run(tmp_path, mode=MEASURED, steps=2)
+    _, evaluator, _ = optimize(ledger, config, ScriptedProposer(["EFF = 0.3\nSPEEDUP = 1.25\n"],
+                                                                ["EFF = 0.9\nSPEEDUP = 1.255\n"]))
+    accepted = step_data(ledger, MAIN)
+    assert accepted["step"] == 1 and accepted["comparison"]["speedup"] == pytest.approx(1.25)
+    # Step 2 is judged against the new incumbent (1.255 / 1.25 is inside the noise), whatever its estimate.
+    assert evaluator.compares[-1][1] == "EFF = 0.3\nSPEEDUP = 1.25\n"
+    assert "does not clear 1 + 0.01" in step_data(ledger, attempt_ref(2, 1))["reason"]
+    trailers = ledger.main_line()[-1].trailers
+    assert trailers["Speedup-Measured"].startswith("1.2500 (95% CI 1.2375-1.2625")
+
+
+def test_measured_mode_rejects_incorrect_results_without_an_interleaved_comparison(tmp_path):
+    ledger, config = make_run(tmp_path, mode=MEASURED, steps=1)
+    _, evaluator, _ = optimize(ledger, config, ScriptedProposer(["EFF = 0.9\nSPEEDUP = 2.0\nCORRECT = False\n"]))
+    rejected = step_data(ledger, attempt_ref(1, 1))
+    assert rejected["screened_out"] and rejected["reason"].startswith("incorrect results (measured)")
+    assert evaluator.compares == []
+
+
+def test_a_broken_comparison_rejects_the_candidate_and_the_run_goes_on(tmp_path):
+    ledger, config = make_run(tmp_path, mode=MEASURED, steps=2)
+    result, _, _ = optimize(ledger, config, ScriptedProposer(["SPEEDUP = 0\n"], ["SPEEDUP = 1.5\n"]))
+    assert step_data(ledger, attempt_ref(1, 1))["reason"].startswith("interleaved comparison failed: RuntimeError")
+    assert main_sources(ledger)[-1] == "SPEEDUP = 1.5\n" and result.steps_run == [1, 2]
+
+
+def test_a_duplicate_is_committed_but_not_evaluated_again(tmp_path):
+    ledger, config = make_run(tmp_path, steps=2)
+    _, evaluator, _ = optimize(ledger, config, ScriptedProposer(["EFF = 0.2\n"], ["EFF = 0.2\n"]))
+    assert [source for source, _ in evaluator.records].count("EFF = 0.2\n") == 1
+    assert step_data(ledger, attempt_ref(2, 1))["reason"] == "duplicate of step 1.1; not re-evaluated"
+
+
+def test_a_failed_proposal_is_recorded_with_the_incumbent_kernel(tmp_path):
+    ledger, config = make_run(tmp_path, steps=1)
+    optimize(ledger, config, ScriptedProposer([FailedProposal("no applicable edit after 4 tries")]))
+    entry = ledger.attempts()[0]
+    assert entry.verdict == "proposal-failed" and ledger.read(entry.sha, KERNEL).decode() == BASE
+    assert entry.trailers["Reason"] == "no applicable edit after 4 tries"
+
+
+def test_a_proposer_with_nothing_left_stops_the_run(tmp_path):
+    ledger, config = make_run(tmp_path, steps=3)
+    result, _, _ = optimize(ledger, config, ScriptedProposer(["EFF = 0.5\n"]))
+    assert result.steps_run == [1]
+    assert result.stop_reason == "the scripted proposer has nothing left to propose"
+
+
+def test_a_zero_wall_budget_stops_before_any_candidate(tmp_path):
+    ledger, config = make_run(tmp_path, steps=2)
+    proposer = ScriptedProposer(["EFF = 0.5\n"])
+    result, evaluator, _ = optimize(ledger, config, proposer, budget=Budget(max_wall=0))
+    assert result.stop_reason == "wall-clock budget of 0 s reached"
+    assert evaluator.records == [] and proposer.contexts == [] and len(ledger.entries()) == 1
+
+
+def test_resume_after_an_interrupt_judges_what_was_already_proposed(tmp_path):
+    ledger, config = make_run(tmp_path, mode=MEASURED, steps=1, candidates=3)
+    # Ctrl-C during candidate 2's comparison: candidate 1 is judged, 2 and 3 are committed proposals.
+    proposals = ["SPEEDUP = 1.5\n", "SPEEDUP = 1.8\nINTERRUPT = True\n", "SPEEDUP = 1.2\n"]
+    with pytest.raises(KeyboardInterrupt):
+        optimize(ledger, config, ScriptedProposer(proposals), FakeEvaluator(interrupt=True))
+    assert [(e.candidate, e.verdict) for e in ledger.entries() if e.step == 1] == [(1, "passed")]
+    resumed = ScriptedProposer(["SPEEDUP = 9.0\n"])
+    result, _, _ = optimize(ledger, config, resumed)
+    assert resumed.contexts == []  # nothing new is asked for: the step's proposals are all in the ledger
+    assert result.steps_run == [1]
+    assert [(e.candidate, e.verdict) for e in ledger.entries() if e.step == 1] == \
+        [(1, "passed"), (2, "accepted"), (3, "passed")]
+    assert main_sources(ledger)[-1] == proposals[1]
+
+
+def test_the_proposer_sees_what_was_tried(tmp_path):
+    ledger, config = make_run(tmp_path, steps=2)
+    proposer = ScriptedProposer(["EFF = 0.1\n"], ["EFF = 0.5\n"])
+    optimize(ledger, config, proposer)
+    second = proposer.contexts[1]
+    assert second.step == 2 and second.incumbent_source == BASE
+    assert second.last_source == "EFF = 0.1\n" and [a.verdict for a in second.history] == ["rejected"]
+    assert len(second.tried) == 2
