@@ -145,8 +145,9 @@ def main(argv=None) -> int:
     for name in names:
         print(f"[host_launch] {name} {args.shape}", file=sys.stderr, flush=True)
         rows.append(measure(name, KERNELS[name], args.shape, args.calls, args.rounds, device))
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                            text=True, check=False).stdout.strip() or os.environ.get("NEARPEAK_COMMIT", "unknown")
+    commit = os.environ.get("NEARPEAK_COMMIT") or subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+        check=False).stdout.strip() or "unknown"
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "device": torch.cuda.get_device_name(device), "torch": torch.__version__, "triton": triton.__version__,
             "commit": commit, "command": "python benchmarks/host_launch.py " + " ".join(argv or sys.argv[1:])}
