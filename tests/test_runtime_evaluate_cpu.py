@@ -168,6 +168,17 @@ def test_compare_accepts_a_faster_correct_candidate(tmp_path, cpu_device):
     assert result["shape"] == [256, 192, 128] and result["input_sets"] >= 2
 
 
+def test_compare_times_the_candidate_against_the_vendor_in_the_same_session(tmp_path, cpu_device):
+    fast, slow = write(tmp_path, "fast.py", HONEST), write(tmp_path, "slow.py", SLOW)
+    ratios = {}
+    for name, (candidate, incumbent) in {"fast": (fast, slow), "slow": (slow, fast)}.items():
+        vendor = evaluate.compare(candidate, incumbent, seed=2, rounds=6, calls_per_round=3)["vs_vendor"]
+        assert vendor["vendor"] == "torch.matmul" and "candidate/vendor" in vendor["method"]
+        assert vendor["ci_low"] <= vendor["ratio"] <= vendor["ci_high"]
+        ratios[name] = vendor["ratio"]
+    assert ratios["slow"] < ratios["fast"] / 2  # six products per call against one
+
+
 def test_compare_never_accepts_a_faster_wrong_candidate(tmp_path, cpu_device):
     result = evaluate.compare(write(tmp_path, "wrong.py", FAST_WRONG), write(tmp_path, "slow.py", SLOW), seed=2,
                               rounds=6, calls_per_round=3)

@@ -338,4 +338,26 @@ def compare(candidate_path, incumbent_path, target: str | None = None, shape=Non
                   candidate_correct=bad is None, candidate_verdict=None if bad is None else bad.describe())
     if bad is not None:
         result["accepted"] = False
+    result["vs_vendor"] = _vendor_comparison(cand, cand_spec, sets, device, rounds, calls_per_round, seed)
     return result
+
+
+def _vendor_comparison(cand: Callable[[int], object], spec, sets: list, device, rounds: int, calls_per_round: int,
+                       seed: int) -> dict:
+    """The candidate against the vendor library, interleaved on the same input sets in the same session.
+
+    `ratio` is vendor time / candidate time (above 1 the candidate is faster), with its bootstrap interval;
+    a run's steps each carry one, so where a climb stands against the vendor never mixes sessions.
+    """
+    vendors = [timing.vendor_call(spec, s) for s in sets]
+    if vendors[0][0] is None:
+        return {"vendor": None, "note": vendors[0][1]}
+    try:
+        vendors[0][0]()
+        synchronize(device)
+    except Exception as exc:  # noqa: BLE001 - e.g. torch._scaled_mm refusing a layout or dtype pair
+        return {"vendor": None, "note": f"vendor call failed: {_last_line(exc)}"}
+    timed = timing.compare_interleaved(cand, lambda i: vendors[i % len(sets)][0](), device, rounds=rounds,
+                                       calls_per_round=calls_per_round, seed=seed)
+    return {"vendor": vendors[0][1], "ratio": timed["speedup"], "ci_low": timed["ci_low"],
+            "ci_high": timed["ci_high"], "method": timed["method"].replace("A/B", "candidate/vendor")}
