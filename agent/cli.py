@@ -16,13 +16,15 @@ from evaluator import cli as evaluator_cli
 from evaluator.errors import EXIT_CANDIDATE, EXIT_OK, EXIT_USAGE
 from evaluator.targets import known_targets
 
+from .climb import climb
 from .evaluation import Evaluator
 from .ledger import MAIN, LedgerError
 from .loop import KERNEL, Budget, Optimizer
 from .progress import Progress
 from .proposers import ProposerSetupError, make_proposer
 from .proposers.llm import DEFAULT_MODEL
-from .reading import format_table, history, history_json, plot, run_config, show, verify
+from .reading import format_table, history, history_json, run_config, show, verify
+from .report import PLOT_EXTRA, draw, html_report, plot_available
 from .runs import CommandError, NewRun, Resume, StartFailure, create_run, open_run, resume_run
 from .source import declaration
 
@@ -101,9 +103,16 @@ def register(subparsers) -> None:
     rep = subparsers.add_parser("replay", help="walk a run's accepted steps; re-check or plot them")
     rep.add_argument("run", metavar="RUN")
     rep.add_argument("--verify", action="store_true", help="re-evaluate each accepted step and flag drift")
-    rep.add_argument("--plot", metavar="FILE.png", help="draw the climb with matplotlib")
+    rep.add_argument("--plot", metavar="FILE.png", help="draw the climb with matplotlib (.png, .svg or .pdf)")
     rep.add_argument("--runs-dir", default="runs")
     rep.set_defaults(func=cmd_replay)
+
+    report = subparsers.add_parser("report", help="one self-contained HTML page: the climb plot, the history, "
+                                                  "each accepted step's diff and figures")
+    report.add_argument("run", metavar="RUN")
+    report.add_argument("-o", "--output", metavar="FILE.html", help="where to write it (default: RUN-ID.html)")
+    report.add_argument("--runs-dir", default="runs")
+    report.set_defaults(func=cmd_report)
 
 
 def _guarded(func):
@@ -197,10 +206,9 @@ def cmd_replay(args) -> int:
     ledger = open_run(args.run, args.runs_dir)
     config = run_config(ledger)
     if args.plot:
-        try:
-            import matplotlib  # noqa: F401 - only checking that it is there
-        except ImportError:
-            raise CommandError("--plot needs matplotlib: pip install 'nearpeak[plot]'") from None
+        if not plot_available():
+            raise CommandError(f"--plot needs matplotlib: {PLOT_EXTRA}")
+        _writable(Path(args.plot))
     rows = [r for r in history(ledger) if r.ref == MAIN]
     print(f"run: {ledger.path} ({config.mode} mode)\n")
     print(format_table(rows))
@@ -217,9 +225,27 @@ def cmd_replay(args) -> int:
         print("repository: git fsck clean" if intact else f"repository: git fsck FAILED: {detail}")
         status = EXIT_CANDIDATE if bad or not intact else EXIT_OK
     if args.plot:
-        plot(ledger, Path(args.plot))
+        draw(climb(ledger), Path(args.plot))
         print(f"plot: {args.plot}")
     return status
+
+
+@_guarded
+def cmd_report(args) -> int:
+    ledger = open_run(args.run, args.runs_dir)
+    output = Path(args.output or f"{ledger.path.name}.html")
+    _writable(output)
+    output.write_text(html_report(ledger), encoding="utf-8")
+    print(f"report: {output}" + ("" if plot_available() else f" (no plot: {PLOT_EXTRA})"))
+    return EXIT_OK
+
+
+def _writable(path: Path) -> None:
+    """Refuse an output path that cannot be written before any work is done."""
+    if path.is_dir():
+        raise CommandError(f"{path} is a directory; name a file")
+    if not path.parent.is_dir():
+        raise CommandError(f"no directory {path.parent} to write {path.name} into")
 
 
 def build_parser() -> argparse.ArgumentParser:

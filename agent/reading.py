@@ -1,4 +1,4 @@
-"""Reading a run back from its ledger: history rows, one step in detail, replay with verification, a plot.
+"""Reading a run back from its ledger: history rows, one step in detail, replay with verification.
 
 Nothing here needs the run's process or any state outside the ledger.
 """
@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import difflib
 import json
-import math
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .climb import Climb, Ratio, climb
 from .config import RunConfig
 from .evaluation import Evaluator
 from .figures import STATIC_KEYS
@@ -37,19 +37,35 @@ class HistoryRow:
     spills: str
     shared: str
     tokens: str
+    speedup: str = ""        # over the incumbent it was judged against (agent.climb)
+    cumulative: str = ""     # over the starting kernel, chained over the accepted steps
+    vs_vendor: str = ""      # vendor time / its time, measured interleaved
 
 
 def history(ledger: Ledger) -> list[HistoryRow]:
     rows = []
+    run = climb(ledger)
     for e in ledger.entries():
         t = e.trailers
+        point = run.point(e.sha)
         rows.append(HistoryRow(step=e.step, candidate=e.candidate, verdict=e.verdict, ref=e.ref, commit=e.sha,
                                summary=e.summary, reason=t.get("Reason", ""), proposer=t.get("Proposer", ""),
                                tflops_measured=t.get("TFLOPS-Measured", "n/a"),
                                efficiency_estimate=t.get("Efficiency-Estimate", "n/a"),
                                registers=t.get("Registers", "n/a"), spills=t.get("Spills", "n/a"),
-                               shared=t.get("Shared", "n/a"), tokens=t.get("Tokens", "")))
+                               shared=t.get("Shared", "n/a"), tokens=t.get("Tokens", ""),
+                               speedup=_ratio(point.speedup if point else None, run),
+                               cumulative=_ratio(point.cumulative if point else None, run),
+                               vs_vendor=_ratio(point.vs_vendor if point else None, run)))
     return rows
+
+
+def _ratio(ratio: Ratio | None, run: Climb) -> str:
+    if ratio is None:
+        return "n/a"
+    if ratio.low == ratio.high:
+        return f"{ratio.value:.3f}" + ("" if run.measured else " est.")
+    return f"{ratio.value:.3f} [{ratio.low:.3f},{ratio.high:.3f}]"
 
 
 def run_config(ledger: Ledger) -> RunConfig:
@@ -62,13 +78,27 @@ def history_json(ledger: Ledger) -> dict:
             "entries": [asdict(r) for r in history(ledger)]}
 
 
+REASON_WIDTH = 72
+
+
 def format_table(rows: list[HistoryRow]) -> str:
-    header = ("step", "verdict", "TFLOPS (measured)", "eff (static est.)", "regs", "spills", "shared", "reason")
-    body = [(f"{r.step}.{r.candidate}", r.verdict, r.tflops_measured.split(" (")[0], r.efficiency_estimate,
-             r.registers, r.spills, r.shared.replace(" bytes", ""), r.reason[:70]) for r in rows]
+    """History rows as a text table; `x incumbent` and `x start` are the climb's ratios (agent.climb)."""
+    header = ("step", "verdict", "x incumbent", "x start", "vs vendor", "TFLOPS (measured)", "eff (static est.)",
+              "regs", "spills", "shared", "reason")
+    body = [(f"{r.step}.{r.candidate}", r.verdict, r.speedup, r.cumulative, r.vs_vendor,
+             r.tflops_measured.split(" (")[0], r.efficiency_estimate, r.registers, r.spills,
+             r.shared.replace(" bytes", ""), shorten(r.reason, REASON_WIDTH)) for r in rows]
     widths = [max(len(str(x)) for x in col) for col in zip(header, *body)]
     lines = ["  ".join(str(v).ljust(w) for v, w in zip(line, widths)).rstrip() for line in (header, *body)]
     return "\n".join(lines)
+
+
+def shorten(text: str, width: int) -> str:
+    """`text` cut to at most `width` characters at a word boundary, with an ellipsis when cut."""
+    if len(text) <= width:
+        return text
+    cut = text[:width - 1]
+    return (cut.rsplit(" ", 1)[0] if " " in cut else cut).rstrip(" ,;:") + "…"
 
 
 def find_step(ledger: Ledger, spec: str) -> Entry:
@@ -92,13 +122,18 @@ def find_step(ledger: Ledger, spec: str) -> Entry:
     return entries[0]
 
 
-def show(ledger: Ledger, spec: str) -> str:
-    entry = find_step(ledger, spec)
+def kernel_diff(ledger: Ledger, entry: Entry) -> str:
+    """The unified diff of `entry`'s kernel against its parent's (the incumbent it was judged against)."""
     new = (ledger.read(entry.sha, KERNEL) or b"").decode()
     old = (ledger.read(entry.parent, KERNEL) or b"").decode() if entry.parent else ""
-    diff = "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+    return "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
                                         f"a/{KERNEL} (parent {entry.parent[:12] if entry.parent else 'none'})",
                                         f"b/{KERNEL} ({entry.sha[:12]})"))
+
+
+def show(ledger: Ledger, spec: str) -> str:
+    entry = find_step(ledger, spec)
+    diff = kernel_diff(ledger, entry)
     record = json.loads(ledger.read(entry.sha, RECORD) or b"{}")
     static = record.get("static") or {}
     evaluation = {"status": record.get("status"), "message": record.get("message"), "line": record.get("line"),
@@ -158,41 +193,3 @@ def compare_records(old: dict, new: dict) -> tuple[list[str], list[str]]:
     elif r_old.get("tflops") and not r_new:
         notes.append("measured on a GPU that is not here: runtime figures not re-checked")
     return problems, notes
-
-
-def plot(ledger: Ledger, output: Path) -> None:
-    """Draw the climb: figure of merit per step, accepted steps joined by a line, rejected ones as crosses."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
-
-    rows = history(ledger)
-    measured = any(_number(r.tflops_measured) is not None for r in rows)
-    value = (lambda r: _number(r.tflops_measured)) if measured else (lambda r: _number(r.efficiency_estimate))
-    label = "TFLOP/s (measured)" if measured else "estimated hot-loop efficiency (static estimate, not measured)"
-    kept = [(r.step, value(r)) for r in rows if r.ref == MAIN and value(r) is not None]
-    other = [(r.step + 0.1 * r.candidate, value(r)) for r in rows if r.ref != MAIN and value(r) is not None]
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    if kept:
-        ax.plot(*zip(*kept), "o-", color="tab:blue", label="accepted (main)")
-    if other:
-        ax.plot(*zip(*other), "x", color="tab:red", label="rejected / not chosen")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel("step")
-    ax.set_ylabel(label)
-    ax.set_title(f"nearpeak run {ledger.path.name}")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(output, dpi=120)
-    plt.close(fig)
-
-
-def _number(text: str) -> float | None:
-    try:
-        value = float(text.split()[0])
-    except (ValueError, IndexError, AttributeError):
-        return None
-    return None if math.isnan(value) else value

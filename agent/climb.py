@@ -1,0 +1,176 @@
+"""The climb of a run: how far each step took the kernel, from figures that can be compared with each other.
+
+Absolute TFLOP/s from separate timings drift by several percent between calls, so a plot of them can show an
+accepted step going down. The climb uses only ratios from interleaved comparisons instead: each candidate's
+speedup over the incumbent it was judged against (both timed in one session on the same inputs), chained
+over the accepted steps into a cumulative speedup over the starting kernel. The cumulative interval combines
+the steps' 95% intervals in log space, treating the steps' timing errors as independent.
+
+Where each step stands against the vendor library comes from the same session too (the comparison's
+`vs_vendor`). Ledgers written before comparisons carried it fall back to the candidate's own runtime record,
+which timed it interleaved with the vendor one evaluation earlier; `vendor_source` says which.
+
+In static mode (no GPU of the target) the ratios are of estimated hot-loop efficiency: static estimates,
+never measurements, and every label says so.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+from .config import RunConfig
+from .evaluation import MEASURED
+from .ledger import MAIN, Entry, Ledger
+from .loop import RECORD, RUN, STEP
+
+Z95 = 1.959964        # two-sided 95% normal quantile, for the log-space combination of intervals
+SAME_SESSION = "interleaved in the comparison's session"
+RUNTIME_RECORD = "interleaved in the candidate's own runtime evaluation"
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """A ratio with its 95% interval (`low == high == value` when it has none, as for static estimates)."""
+
+    value: float
+    low: float
+    high: float
+
+    def times(self, other: Ratio) -> Ratio:
+        """The product of two independent ratios; intervals combine in log space."""
+        value = self.value * other.value
+        spread = math.hypot(_log_half_width(self), _log_half_width(other))
+        return Ratio(value, value * math.exp(-spread), value * math.exp(spread))
+
+    def text(self) -> str:
+        if self.low == self.high == self.value:
+            return f"{self.value:.3f}x"
+        return f"{self.value:.3f}x [{self.low:.3f}, {self.high:.3f}]"
+
+
+ONE = Ratio(1.0, 1.0, 1.0)
+
+
+def _log_half_width(ratio: Ratio) -> float:
+    if ratio.low <= 0 or ratio.high <= 0:
+        return 0.0
+    return (math.log(ratio.high) - math.log(ratio.low)) / 2
+
+
+@dataclass(frozen=True)
+class ClimbPoint:
+    """One evaluated candidate (or the starting kernel) placed on the climb."""
+
+    step: int
+    candidate: int
+    verdict: str
+    on_main: bool
+    commit: str
+    title: str
+    speedup: Ratio | None        # over the incumbent it was judged against
+    cumulative: Ratio | None     # over the starting kernel: the incumbent's cumulative times `speedup`
+    vs_vendor: Ratio | None      # vendor time / this kernel's time (measured mode only)
+    vendor_source: str = ""
+
+
+@dataclass(frozen=True)
+class Climb:
+    """A run's climb and what it was measured on."""
+
+    run_id: str
+    target: str
+    mode: str                    # "measured" or "static"
+    shape: tuple[int, ...] | None
+    device: str
+    date: str                    # the run's creation date (UTC)
+    vendor: str | None           # the vendor library's name, when one was timed
+    points: tuple[ClimbPoint, ...]
+
+    @property
+    def measured(self) -> bool:
+        return self.mode == MEASURED
+
+    @property
+    def accepted(self) -> tuple[ClimbPoint, ...]:
+        """The starting kernel and every accepted step, in order."""
+        return tuple(p for p in self.points if p.on_main)
+
+    @property
+    def figure(self) -> str:
+        """What the climb's numbers are, in words."""
+        if self.measured:
+            return "speedup over the starting kernel, chained interleaved A/B speedups (measured, 95% CI)"
+        return "estimated hot-loop efficiency over the starting kernel (static estimate, not measured)"
+
+    def point(self, commit: str) -> ClimbPoint | None:
+        return next((p for p in self.points if p.commit == commit), None)
+
+
+def climb(ledger: Ledger) -> Climb:
+    """The climb of the run in `ledger`, read from its commits alone."""
+    root = ledger.main_line()[0]
+    config = RunConfig.from_json(ledger.read(root.sha, RUN))
+    measured = config.mode == MEASURED
+    cumulative: dict[str, Ratio] = {}       # commit on main -> its cumulative ratio
+    efficiency: dict[str, float | None] = {}
+    points = []
+    shape, device, vendor = None, None, None
+    for entry in ledger.entries():  # by step: every incumbent comes before what was judged against it
+        step = _json(ledger, entry.sha, STEP)
+        record = _json(ledger, entry.sha, RECORD)
+        runtime = record.get("runtime") or {}
+        comparison = step.get("comparison") or {}
+        efficiency[entry.sha] = (record.get("static") or {}).get("estimated_efficiency")
+        shape = shape or comparison.get("shape") or runtime.get("shape")
+        device = device or comparison.get("device") or runtime.get("device")
+        vendor = vendor or (comparison.get("vs_vendor") or {}).get("vendor") or runtime.get("vendor")
+        if entry.step == 0:
+            speedup, total = ONE, ONE
+        else:
+            speedup = _measured_speedup(comparison) if measured else _static_speedup(
+                efficiency[entry.sha], efficiency.get(step.get("incumbent") or entry.parent or ""))
+            base = cumulative.get(step.get("incumbent") or entry.parent or "")
+            total = base.times(speedup) if base is not None and speedup is not None else None
+        if entry.ref == MAIN and total is not None:
+            cumulative[entry.sha] = total
+        vs_vendor, source = _vs_vendor(comparison, runtime) if measured else (None, "")
+        points.append(ClimbPoint(step=entry.step, candidate=entry.candidate, verdict=entry.verdict,
+                                 on_main=entry.ref == MAIN, commit=entry.sha, title=_title(entry, step),
+                                 speedup=speedup, cumulative=total, vs_vendor=vs_vendor, vendor_source=source))
+    return Climb(run_id=config.run_id, target=config.target, mode=config.mode,
+                 shape=tuple(shape) if shape else None, device=device or "no GPU (compile-only)",
+                 date=config.created_utc[:10], vendor=vendor, points=tuple(points))
+
+
+def _json(ledger: Ledger, sha: str, name: str) -> dict:
+    data = ledger.read(sha, name)
+    return json.loads(data) if data else {}
+
+
+def _title(entry: Entry, step: dict) -> str:
+    return step.get("title") or entry.summary
+
+
+def _measured_speedup(comparison: dict) -> Ratio | None:
+    value, low, high = comparison.get("speedup"), comparison.get("ci_low"), comparison.get("ci_high")
+    if value is None:
+        return None  # screened out before any timing, or the comparison failed
+    return Ratio(float(value), float(low if low is not None else value), float(high if high is not None else value))
+
+
+def _static_speedup(candidate: float | None, incumbent: float | None) -> Ratio | None:
+    if not candidate or not incumbent:
+        return None
+    return Ratio(candidate / incumbent, candidate / incumbent, candidate / incumbent)
+
+
+def _vs_vendor(comparison: dict, runtime: dict) -> tuple[Ratio | None, str]:
+    same = comparison.get("vs_vendor") or {}
+    if same.get("ratio") is not None:
+        return Ratio(same["ratio"], same.get("ci_low", same["ratio"]), same.get("ci_high", same["ratio"])), \
+            SAME_SESSION
+    if runtime.get("ratio_vs_vendor") is not None:
+        ratio = float(runtime["ratio_vs_vendor"])
+        return Ratio(ratio, ratio, ratio), RUNTIME_RECORD
+    return None, ""

@@ -1,0 +1,195 @@
+"""A run shown to a person: the climb plot (matplotlib) and a self-contained HTML report.
+
+The report is one file that opens in a browser with no server and no network: the plot is embedded as a
+base64 PNG, the styles are inline, and every step's diff is in the page. Everything in it is read from the
+run's ledger through `agent.climb` and `agent.reading`, so it shows the same figures as `nearpeak history`.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import io
+from pathlib import Path
+from typing import BinaryIO
+
+from .climb import Climb, ClimbPoint, climb
+from .ledger import Ledger
+from .reading import HistoryRow, find_step, history, kernel_diff, run_config
+
+PLOT_EXTRA = "pip install 'nearpeak[plot]'"
+
+
+def plot_available() -> bool:
+    """Whether matplotlib (the optional `plot` extra) is installed."""
+    try:
+        import matplotlib  # noqa: F401 - only checking that it is there
+    except ImportError:
+        return False
+    return True
+
+
+def describe(c: Climb) -> str:
+    """Target, shape, device and date in one line."""
+    shape = "x".join(str(n) for n in c.shape) if c.shape else "shape not recorded"
+    return f"{c.target}, {shape}, {c.device}, {c.date}"
+
+
+def draw(c: Climb, output: Path | BinaryIO, fmt: str | None = None) -> None:
+    """Write the climb's plot to `output` (the format from `fmt` or the file's suffix)."""
+    import matplotlib.pyplot as plt
+
+    fig = climb_figure(c)
+    fig.savefig(output, format=fmt, dpi=120)
+    plt.close(fig)
+
+
+def climb_figure(c: Climb):
+    """The climb as a matplotlib figure: cumulative speedup with error bars, accepted and rejected candidates,
+    the vendor level; the title names the run, shape, device, date and whether it is measured."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    fig, ax = plt.subplots(figsize=(9, 5.2))
+    kept = [p for p in c.accepted if p.cumulative is not None]
+    if kept:
+        ax.errorbar([p.step for p in kept], [p.cumulative.value for p in kept], yerr=_error_bars(kept), fmt="o-",
+                    color="tab:blue", capsize=4,
+                    label="accepted: cumulative speedup (95% CI)" if c.measured else "accepted (static estimate)")
+    others = [p for p in c.points if not p.on_main and p.cumulative is not None]
+    if others:
+        ax.errorbar([p.step + 0.06 * (p.candidate - 1) for p in others], [p.cumulative.value for p in others],
+                    yerr=_error_bars(others), fmt="x", color="tab:red", capsize=2, alpha=0.8,
+                    label="rejected / not chosen (where it would have landed)")
+    screened = sum(1 for p in c.points if not p.on_main and p.cumulative is None)
+    if screened:
+        ax.plot([], [], " ", label=f"{screened} candidate(s) screened out or not timed (not drawn)")
+    _vendor_level(ax, c, kept)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("step")
+    ax.set_ylabel("speedup over the starting kernel (x)" if c.measured
+                  else "estimated efficiency over the starting kernel (x, static estimate)")
+    how = ("measured: interleaved A/B speedups, chained" if c.measured
+           else "static estimate: no GPU run, not a measurement")
+    ax.set_title(f"nearpeak run {c.run_id}\n{describe(c)} - {how}", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    return fig
+
+
+def _error_bars(points: list[ClimbPoint]) -> list[list[float]]:
+    return [[p.cumulative.value - p.cumulative.low for p in points],
+            [p.cumulative.high - p.cumulative.value for p in points]]
+
+
+def _vendor_level(ax, c: Climb, kept: list[ClimbPoint]) -> None:
+    """Mark where the vendor library stands (vendor = 1.0 on the right-hand axis), from the latest session."""
+    timed = [p for p in kept if p.vs_vendor is not None and p.cumulative is not None]
+    if not c.measured or not timed:
+        return
+    for p in timed:
+        ax.annotate(f"{p.vs_vendor.value:.2f}x vendor", (p.step, p.cumulative.value), textcoords="offset points",
+                    xytext=(6, -12), fontsize=7, color="dimgray")
+    last = timed[-1]
+    level = last.cumulative.value / last.vs_vendor.value
+    ax.axhline(level, linestyle="--", color="gray",
+               label=f"{c.vendor or 'vendor library'} = 1.0 (step {last.step}: {last.vendor_source})")
+    right = ax.secondary_yaxis("right", functions=(lambda y: y / level, lambda v: v * level))
+    right.set_ylabel(f"relative to {c.vendor or 'the vendor library'}")
+
+
+def png_base64(c: Climb) -> str:
+    buffer = io.BytesIO()
+    draw(c, buffer, fmt="png")
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+# -- the HTML report ---------------------------------------------------------------------------------------
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
+table { border-collapse: collapse; font-size: 0.85em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.5em; text-align: left; vertical-align: top; }
+tr.accepted, tr.baseline { background: #eef6ee; }
+pre { background: #f6f6f6; padding: 0.6em; overflow-x: auto; font-size: 0.8em; }
+.add { color: #080; } .del { color: #a00; } .note { color: #666; }
+"""
+COLUMNS = ("step", "verdict", "title", "x incumbent", "x start", "vs vendor", "TFLOP/s (measured)",
+           "eff (static est.)", "regs", "spills", "shared", "reason")
+
+
+def html_report(ledger: Ledger) -> str:
+    """The whole report as one self-contained HTML page."""
+    c = climb(ledger)
+    config = run_config(ledger)
+    rows = history(ledger)
+    final = c.accepted[-1]
+    parts = ["<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
+             f"<title>nearpeak run {_e(c.run_id)}</title><style>{STYLE}</style></head><body>",
+             f"<h1>nearpeak run {_e(c.run_id)}</h1>",
+             "<table class=\"summary\">",
+             _pair("target, shape, device, date", describe(c)),
+             _pair("proposer", config.proposer),
+             _pair("mode", f"{config.mode}: {config.objective}"),
+             _pair("accepted steps", str(len(c.accepted) - 1)),
+             _pair("speedup over the starting kernel" if c.measured else "estimated efficiency over the start",
+                   (final.cumulative.text() if final.cumulative else "n/a")
+                   + (" (measured, 95% CI)" if c.measured else " (static estimate, not measured)")),
+             ]
+    if final.vs_vendor is not None:
+        parts.append(_pair(f"final step against {c.vendor or 'the vendor library'}",
+                           f"{final.vs_vendor.text()} (measured, {final.vendor_source})"))
+    parts.append("</table>")
+    parts.append("<h2>The climb</h2>")
+    if plot_available():
+        parts.append(f"<img alt=\"climb plot: {_e(c.figure)}\" src=\"data:image/png;base64,{png_base64(c)}\">")
+    else:
+        parts.append(f"<p class=\"note\">No plot: matplotlib is not installed ({_e(PLOT_EXTRA)}).</p>")
+    parts.append(f"<p class=\"note\">{_e(c.figure)}.</p>")
+    parts.append("<h2>History</h2>")
+    parts.append(_history_table(rows))
+    parts.append("<h2>Accepted steps</h2>")
+    for point in c.accepted[1:]:
+        parts.append(_step_section(ledger, point))
+    if len(c.accepted) == 1:
+        parts.append("<p>No step was accepted.</p>")
+    parts.append("</body></html>\n")
+    return "\n".join(parts)
+
+
+def _e(text) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _pair(key: str, value: str) -> str:
+    return f"<tr><th>{_e(key)}</th><td>{_e(value)}</td></tr>"
+
+
+def _history_table(rows: list[HistoryRow]) -> str:
+    head = "".join(f"<th>{_e(name)}</th>" for name in COLUMNS)
+    body = []
+    for r in rows:
+        cells = (f"{r.step}.{r.candidate}", r.verdict, r.summary.split(" - ", 1)[-1], r.speedup, r.cumulative,
+                 r.vs_vendor, r.tflops_measured, r.efficiency_estimate, r.registers, r.spills, r.shared, r.reason)
+        body.append(f"<tr class=\"{_e(r.verdict)}\">" + "".join(f"<td>{_e(v)}</td>" for v in cells) + "</tr>")
+    return f"<table class=\"history\"><thead><tr>{head}</tr></thead><tbody>\n" + "\n".join(body) + \
+        "\n</tbody></table>"
+
+
+def _step_section(ledger: Ledger, point: ClimbPoint) -> str:
+    entry = find_step(ledger, str(point.step))
+    figures = [f"speedup over its incumbent: {point.speedup.text() if point.speedup else 'n/a'}",
+               f"over the starting kernel: {point.cumulative.text() if point.cumulative else 'n/a'}"]
+    if point.vs_vendor is not None:
+        figures.append(f"against the vendor: {point.vs_vendor.text()} ({point.vendor_source})")
+    lines = []
+    for line in (kernel_diff(ledger, entry) or "(kernel unchanged)\n").splitlines():
+        cls = "add" if line.startswith("+") and not line.startswith("+++") else \
+            "del" if line.startswith("-") and not line.startswith("---") else ""
+        lines.append(f"<span class=\"{cls}\">{_e(line)}</span>" if cls else _e(line))
+    return (f"<section class=\"step\" id=\"step-{point.step}\"><h3>step {point.step}: {_e(point.title)}</h3>"
+            f"<p>{_e('; '.join(figures))}</p><p class=\"note\">{_e(entry.trailers.get('Reason', ''))}</p>"
+            f"<pre>{chr(10).join(lines)}</pre></section>")
