@@ -25,6 +25,7 @@ from pathlib import Path
 from . import SCHEMA_VERSION
 from .errors import UsageError
 
+SANDBOX_KIND = "a fresh Python interpreter per file (evaluator.sandbox.run_isolated)"
 DEFAULT_FILE_TIMEOUT_S = 120.0   # one static evaluation: a cold compile of a large kernel takes seconds
 GLOB_CHARS = "*?["
 SKIPPED_NAMES = ("conftest.py",)  # pytest plumbing beside tutorial files, never a kernel
@@ -168,7 +169,7 @@ def score_file(path: str, options: ScoreOptions) -> list[dict]:
 
 
 def expand_paths(paths: Iterable[str]) -> list[str]:
-    """Files named, `*.py` under directories (recursively, sorted) and glob matches, each once, in order.
+    """Files named, kernel files under directories (recursively, sorted) and glob matches, each once, in order.
 
     A name or pattern that matches nothing is a usage error naming it.
     """
@@ -176,7 +177,7 @@ def expand_paths(paths: Iterable[str]) -> list[str]:
     for given in paths:
         if any(c in given for c in GLOB_CHARS):
             matches = sorted(glob.glob(given, recursive=True))
-            files = [m for m in matches if Path(m).is_file()]
+            files = [m for m in matches if Path(m).is_file() and _is_kernel_name(Path(m))]
             files += [str(f) for m in matches if Path(m).is_dir() for f in _kernel_files(Path(m))]
         elif Path(given).is_dir():
             files = [str(f) for f in _kernel_files(Path(given))]
@@ -195,9 +196,13 @@ def expand_paths(paths: Iterable[str]) -> list[str]:
     return unique
 
 
+def _is_kernel_name(path: Path) -> bool:
+    """Not a package marker, private helper or pytest plumbing (named explicitly, such files are still scored)."""
+    return path.suffix == ".py" and not path.name.startswith("_") and path.name not in SKIPPED_NAMES
+
+
 def _kernel_files(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.rglob("*.py")
-                  if "__pycache__" not in p.parts and not p.name.startswith("_") and p.name not in SKIPPED_NAMES)
+    return sorted(p for p in folder.rglob("*.py") if "__pycache__" not in p.parts and _is_kernel_name(p))
 
 
 def done_files(jsonl: str | Path) -> set[Path]:
@@ -234,21 +239,22 @@ def run_batch(paths: list[str], options: ScoreOptions, jobs: int = 1, jsonl: str
     out = open(jsonl, "a") if jsonl else None  # noqa: SIM115 - held open for the whole batch
     lock = threading.Lock()
     records: list[dict] = []
+    pool = ThreadPoolExecutor(max_workers=jobs)
     try:
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            futures = {pool.submit(score_file, p, options): p for p in paths}
-            for finished, future in enumerate(as_completed(futures), 1):
-                path = futures[future]
-                file_records = future.result()
-                with lock:
-                    records += file_records
-                    if out:
-                        out.writelines(json.dumps(r, default=str) + "\n" for r in file_records)
-                        out.flush()
-                if on_file:
-                    on_file(path, file_records, finished, len(paths))
+        futures = {pool.submit(score_file, p, options): p for p in paths}
+        for finished, future in enumerate(as_completed(futures), 1):
+            path = futures[future]
+            file_records = future.result()
+            with lock:
+                records += file_records
+                if out:
+                    out.writelines(json.dumps(r, default=str) + "\n" for r in file_records)
+                    out.flush()
+            if on_file:
+                on_file(path, file_records, finished, len(paths))
     finally:
-        if out:
+        pool.shutdown(wait=True, cancel_futures=True)  # interrupted: start no more files; running ones end
+        if out:                                        # at their own limit at the latest
             out.close()
     return records
 
@@ -268,7 +274,8 @@ def summary_table(records: list[dict], top: int = 5) -> str:
     from .report import pct, table
 
     counts = Counter(r.get("status") for r in records)
-    lines = [f"{len(records)} records: " + ", ".join(f"{s} {n}" for s, n in counts.most_common())]
+    ordered = sorted(counts.items(), key=lambda item: (item[0] != "ok", -item[1], str(item[0])))
+    lines = [f"{len(records)} records: " + ", ".join(f"{s} {n}" for s, n in ordered)]
     ok = [r for r in records if r.get("status") == "ok" and r.get("static")]
     if not ok:
         return "\n".join(lines)

@@ -157,7 +157,10 @@ def run_eval(args) -> int:
             records = score_file(path, _options(args, args.timeout or DEFAULT_FILE_TIMEOUT_S))
     except NearpeakError as err:  # usage problems found before anything runs; candidate failures are records
         if args.json:
-            print(json.dumps(err.to_dict()))
+            from .batch import failure_record
+
+            record = failure_record(err.file or args.paths[0], args.target, err.status, err.message, line=err.line)
+            print(json.dumps(record))
         else:
             print(f"nearpeak eval: {err}", file=sys.stderr)
         return err.exit_code
