@@ -84,6 +84,8 @@ def register(subparsers) -> None:
                      help="LLM retries per candidate after the first try (default 3)")
     run.add_argument("--retry-backoff", type=_non_negative(float), default=2.0,
                      help="seconds before the first LLM retry after a transport error; doubles (default 2)")
+    run.add_argument("--max-idle-steps", type=_positive_int, default=3,
+                     help="stop (exit 5) after this many consecutive steps without a usable LLM reply (default 3)")
     run.add_argument("--ladder-dir", help="ladder of reference stages (default: kernels/<target>/<dtype>)")
     run.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     run.set_defaults(func=cmd_run)
@@ -136,7 +138,7 @@ def _new_run_request(args) -> NewRun:
                   model=args.model, base_url=args.base_url, min_gain=args.min_gain, max_spills=args.max_spills,
                   max_tokens=args.max_tokens, max_wall=args.max_wall, seed=args.seed,
                   request_timeout=args.request_timeout, retries=args.retries, retry_backoff=args.retry_backoff,
-                  ladder_dir=args.ladder_dir)
+                  max_idle_steps=args.max_idle_steps, ladder_dir=args.ladder_dir)
 
 
 @_guarded
@@ -157,7 +159,8 @@ def cmd_run(args) -> int:
         return EXIT_CANDIDATE
     try:
         root = ledger.main_line()[0].sha
-        proposer = make_proposer(config, ledger.path.parent, declaration(ledger.read(root, KERNEL).decode(), "DTYPE"))
+        dtype = declaration(ledger.read(root, KERNEL).decode(), "DTYPE")
+        proposer = make_proposer(config, ledger.path.parent, dtype, _say)
         budget = Budget(max_tokens=config.max_tokens, max_wall=config.max_wall)
         optimizer = Optimizer(ledger, config, proposer, Evaluator(config.target, config.seed), budget, progress)
         result = optimizer.run()

@@ -25,6 +25,7 @@ class RunConfig:
     request_timeout: float = 120.0
     retries: int = 3
     retry_backoff: float = 2.0
+    max_idle_steps: int = 3        # consecutive steps without a usable LLM reply before the run stops
     ladder_dir: str | None = None
     max_tokens: int | None = None
     max_wall: float | None = None

@@ -31,7 +31,7 @@ from .figures import commit_message, headline, trailers
 from .ledger import MAIN, SCRATCH, Entry, Ledger, attempt_ref, proposal_ref
 from .progress import Progress
 from .proposers import Attempt, Candidate, FailedProposal, Outcome, ProposalContext, Proposer, ProposerStopped
-from .source import sha256
+from .source import compact_diff, sha256
 
 KERNEL, RECORD, STEP, RUN = "kernel.py", "evaluation.json", "step.json", "run.json"
 ACCEPTED, PASSED, REJECTED, FAILED, BASELINE = "accepted", "passed", "rejected", "proposal-failed", "baseline"
@@ -92,17 +92,26 @@ class Optimizer:
 
     def _context(self, step: int, count: int, incumbent_source: str, incumbent_record: dict) -> ProposalContext:
         entries = self.ledger.entries()
+        waiting = self.ledger.proposals()   # received, not yet judged: in the history as "proposed"
         history = tuple(Attempt(step=e.step, candidate=e.candidate, verdict=e.verdict,
                                 reason=e.trailers.get("Reason", ""), summary=e.summary.split(" - ", 1)[-1],
                                 source_sha256=e.trailers.get("Kernel-Sha256", ""),
-                                headline=_trailer_headline(e)) for e in entries if e.step > 0)
+                                headline=_trailer_headline(e), diff=self._diff(e))
+                        for e in sorted(entries + waiting, key=lambda e: (e.step, e.candidate)) if e.step > 0)
         last = entries[-1]
         last_record = self._json(last.sha, RECORD) if last.step > 0 else None
         last_source = (self.ledger.read(last.sha, KERNEL) or b"").decode() if last.step > 0 else None
-        tried = frozenset(e.trailers.get("Kernel-Sha256", "") for e in entries + self.ledger.proposals())
+        tried = frozenset(e.trailers.get("Kernel-Sha256", "") for e in entries + waiting)
         return ProposalContext(target=self.config.target, step=step, count=count,
                                incumbent_source=incumbent_source, incumbent_record=incumbent_record,
                                last_record=last_record, last_source=last_source, history=history, tried=tried)
+
+    def _diff(self, entry: Entry) -> str:
+        """What an evaluated candidate changed in the incumbent it was judged against."""
+        if entry.parent is None or entry.verdict == FAILED:
+            return ""
+        return compact_diff((self.ledger.read(entry.parent, KERNEL) or b"").decode(),
+                            (self.ledger.read(entry.sha, KERNEL) or b"").decode())
 
     def next_step(self) -> int:
         entries = self.ledger.entries()

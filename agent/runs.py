@@ -57,6 +57,7 @@ class NewRun:
     request_timeout: float = 120.0
     retries: int = 3
     retry_backoff: float = 2.0
+    max_idle_steps: int = 3
     ladder_dir: str | None = None
 
 
@@ -140,6 +141,7 @@ def create_run(request: NewRun, say: Progress) -> tuple[Ledger, RunConfig]:
         candidates=request.candidates, min_gain=request.min_gain, max_spills=request.max_spills, seed=request.seed,
         mode=mode, objective=OBJECTIVES[mode], model=model, base_url=request.base_url,
         request_timeout=request.request_timeout, retries=request.retries, retry_backoff=request.retry_backoff,
+        max_idle_steps=request.max_idle_steps,
         ladder_dir=request.ladder_dir, max_tokens=request.max_tokens,
         max_wall=request.max_wall, created_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         triton_version=str(record.get("triton_version")))

@@ -6,12 +6,13 @@ code), so declarations are read from the syntax tree with `ast.literal_eval`.
 from __future__ import annotations
 
 import ast
+import difflib
 import hashlib
 import json
 
 from evaluator.contract import assignment, declaration
 
-__all__ = ["declaration", "knob_free_hash", "module_docstring", "replace_knobs", "sha256"]
+__all__ = ["compact_diff", "declaration", "knob_free_hash", "module_docstring", "replace_knobs", "sha256"]
 
 
 def sha256(text: str) -> str:
@@ -54,3 +55,11 @@ def knob_free_hash(source: str) -> str:
         return sha256(replace_knobs(source, {}))
     except (ValueError, SyntaxError):
         return sha256(source)
+
+
+def compact_diff(old: str, new: str, context: int = 1, limit: int = 40) -> str:
+    """A unified diff of two kernel versions with little context, cut to `limit` lines (the cut is counted)."""
+    lines = list(difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=context))[2:]
+    if len(lines) > limit:
+        lines = lines[:limit] + [f"... ({len(lines) - limit} more diff lines)"]
+    return "\n".join(lines)

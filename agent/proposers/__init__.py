@@ -55,6 +55,7 @@ class Attempt:
     summary: str
     source_sha256: str
     headline: str
+    diff: str = ""                  # compact diff against the incumbent it was judged against
 
 
 @dataclass(frozen=True)
@@ -99,11 +100,12 @@ class ProposerSetupError(ValueError):
     """A proposer that cannot be built from the run's configuration (no endpoint, no ladder directory)."""
 
 
-def make_proposer(config, runs_dir: Path, dtype: str | None) -> Proposer:
-    """The proposer `config` (a RunConfig) names; `dtype` (the starting kernel's DTYPE) picks the ladder."""
+def make_proposer(config, runs_dir: Path, dtype: str | None, progress=None) -> Proposer:
+    """The proposer `config` (a RunConfig) names; `dtype` (the starting kernel's DTYPE) picks the ladder;
+    `progress(message)` receives the proposer's progress lines (the LLM's requests and retries)."""
     # Imported here: each proposer module imports the records above from this package.
     from .ladder import LadderProposer, default_ladder_dir, load_stages
-    from .llm import DEFAULT_MODEL, LLMProposer, LLMSettings, endpoint_configured
+    from .llm import DEFAULT_MODEL, LLMProposer, LLMSettings, endpoint_configured, stderr_line
     from .tune import TuneCache, TuneProposer
 
     if config.proposer == "tune":
@@ -116,10 +118,13 @@ def make_proposer(config, runs_dir: Path, dtype: str | None) -> Proposer:
     if not endpoint_configured(config.base_url):
         raise ProposerSetupError("the llm proposer needs an endpoint: set OPENAI_API_KEY (and OPENAI_BASE_URL) "
                                  "or pass --base-url")
-    from ..prompt import PlaybookEntry
+    from ..evaluation import STATIC
+    from ..prompt import Brief, LadderStage
 
-    playbook = [PlaybookEntry(s.name, s.technique) for s in load_stages(ladder)] if ladder.is_dir() else []
+    stages = tuple(LadderStage(s.name, s.technique, s.summary, s.source) for s in load_stages(ladder)) \
+        if ladder.is_dir() else ()
     settings = LLMSettings(model=config.model or DEFAULT_MODEL, base_url=config.base_url,
                            request_timeout=config.request_timeout, retries=config.retries,
-                           backoff=config.retry_backoff, seed=config.seed)
-    return LLMProposer(settings, playbook, config.objective)
+                           backoff=config.retry_backoff, seed=config.seed, max_idle_steps=config.max_idle_steps)
+    return LLMProposer(settings, Brief(stages, static_objective=config.mode == STATIC), config.objective,
+                       progress=progress or stderr_line)
