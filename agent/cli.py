@@ -160,7 +160,7 @@ def cmd_run(args) -> int:
     try:
         root = ledger.main_line()[0].sha
         dtype = declaration(ledger.read(root, KERNEL).decode(), "DTYPE")
-        proposer = make_proposer(config, ledger.path.parent, dtype, _say)
+        proposer = make_proposer(config, ledger.path.parent, dtype, progress)
         budget = Budget(max_tokens=config.max_tokens, max_wall=config.max_wall)
         optimizer = Optimizer(ledger, config, proposer, Evaluator(config.target, config.seed), budget, progress)
         result = optimizer.run()
@@ -170,6 +170,8 @@ def cmd_run(args) -> int:
         return 130
     finally:
         ledger.unlock()
+    if result.exit_code:  # an error stop is said on stderr too, whatever --json does with stdout
+        _say(f"nearpeak run: error: {result.stop_reason} (exit {result.exit_code})")
     if args.json:
         print(json.dumps({**history_json(ledger), "stop_reason": result.stop_reason, "steps_run": result.steps_run,
                           "exit_code": result.exit_code},
