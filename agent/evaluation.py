@@ -51,7 +51,9 @@ class Evaluator:
         self.seed = seed
 
     def record(self, path: Path, run: bool | None) -> dict:
-        return api.evaluate(str(path), target=self.target, run=run, seed=self.seed, isolate=True)
+        # A candidate that runs on a GPU is profiled too: its matrix-unit efficiency is a headline figure.
+        return api.evaluate(str(path), target=self.target, run=run, seed=self.seed, isolate=True,
+                            profile=run is not False)
 
     def compare(self, candidate: Path, incumbent: Path, shape, min_gain: float) -> dict:
         return api.compare(candidate, incumbent, target=self.target, shape=shape, min_gain=min_gain, seed=self.seed)
@@ -100,7 +102,7 @@ def judge_static(candidate: dict, incumbent: dict) -> Judgement:
 def judge_measured(candidate: dict, comparison: dict, min_gain: float) -> Judgement:
     runtime = candidate.get("runtime") or {}
     if runtime.get("correct") is not True:
-        return Judgement(False, f"incorrect results (measured): {runtime.get('message') or runtime.get('verdict')}",
+        return Judgement(False, f"incorrect results (measured): {runtime.get('verdict')}",
                          (0.0,), True, comparison)
     if comparison.get("candidate_correct") is False:
         return Judgement(False, f"incorrect results during timing (measured): {comparison.get('candidate_verdict')}",

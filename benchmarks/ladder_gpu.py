@@ -55,7 +55,9 @@ def log(*parts) -> None:
 
 def stage_files() -> dict[str, Path]:
     """Stage label -> kernel file: v00..v09 from kernels/sm90/bf16, and 'fp8'."""
-    files = {p.name.split("_")[0]: p for p in sorted(BF16_DIR.glob("v[0-9][0-9]_*.py"))}
+    from evaluator.ladder import stage_paths
+
+    files = {p.name.split("_")[0]: p for p in stage_paths(BF16_DIR)}
     if FP8_FILE.exists():
         files["fp8"] = FP8_FILE
     return files

@@ -1,6 +1,6 @@
-"""nearpeak's evaluator: compile-only static analysis for gfx950 and sm90, runtime checks on a GPU."""
+"""nearpeak's evaluator: compile-only static analysis for every registered target, runtime checks on a GPU."""
 
-SCHEMA_VERSION = "nearpeak.eval/1"
+SCHEMA_VERSION = "nearpeak.eval/2"
 
 # torch warns on import when NumPy is absent, which a CPU-only install of nearpeak leaves out on purpose: the
 # evaluator hands tensors to torch only, never arrays. Every nearpeak process (CLI, sandboxed children)

@@ -65,7 +65,7 @@ def format_record(record: dict) -> str:
     if rt:
         lines += ["", "  runtime (MEASURED on " + str(rt.get("device")) + "):"]
         for key in ("status", "verdict", "summary", "tflops", "pct_of_peak", "vendor_tflops", "ratio_vs_vendor",
-                    "tensor_pipe_pct", "mfma_efficiency", "timing_method", "seed"):
+                    "efficiency", "timing_method", "seed"):
             if key in rt and rt[key] is not None:
                 lines.append(f"    {key:<20} {rt[key]}")
     if record.get("dumped"):

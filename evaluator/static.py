@@ -6,21 +6,21 @@ How a kernel is read is the target's business (`Target.analyze_kernel`); this mo
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from .compile import CompiledKernel
 from .targets import Target
 
+_HEADLINE_ONLY = ("hot_loop", "kernels", "primary_kernel", "estimate_kind")
+
 
 def analyze(kernels: list[CompiledKernel], target: Target) -> dict:
-    """Report every compiled kernel; the headline is the one doing the matrix work."""
-    reports = [target.analyze_kernel(k) for k in kernels]
-    primary = max(range(len(reports)), key=lambda i: reports[i]["matrix_instructions"])
-    headline = dict(reports[primary])
-    headline["kernels"] = [{k: v for k, v in r.items() if k not in ("hot_loop",)} for r in reports]
-    headline["primary_kernel"] = primary
-    headline["estimate_kind"] = "static_estimate"
-    return headline
+    """Report every compiled kernel; the headline is the one doing the matrix work (a StaticRecord as JSON)."""
+    records = [target.analyze_kernel(k) for k in kernels]
+    primary = max(range(len(records)), key=lambda i: records[i].matrix_instructions)
+    per_kernel = [{k: v for k, v in r.to_dict().items() if k not in _HEADLINE_ONLY} for r in records]
+    return replace(records[primary], kernels=per_kernel, primary_kernel=primary).to_dict()
 
 
 def dump_artifacts(kernels: list[CompiledKernel], target: Target, directory) -> list[str]:

@@ -7,18 +7,18 @@ annotations and a few mnemonics.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
 from evaluator.compile import compile_candidate
 from evaluator.contract import load_candidate
+from evaluator.ladder import ladder_dirs, stage_paths
 from evaluator.targets import get_target
 
 pytestmark = pytest.mark.slow  # compiles every stage of the gfx950 ladder
 
-LADDER = Path(__file__).resolve().parent.parent / "kernels" / "gfx950" / "fp16"
-STAGES = sorted(p.stem for p in LADDER.glob("v[0-9][0-9]_*.py"))
+LADDER = ladder_dirs("gfx950")[0]
+STAGES = [p.stem for p in stage_paths(LADDER)]
 
 _BLOCK_LABEL = re.compile(r"^(\.LBB\d+_\d+:|; %bb\.\d+:)")
 

@@ -40,6 +40,7 @@ def test_ncu_details_csv_gives_one_entry_per_launch():
     assert launches[0]["units"][ncu.REGISTERS] == "register/thread"
     summary = ncu.summarize_ncu(launches)
     assert summary["tensor_pipe_active_pct"] == pytest.approx((31.42 + 31.96) / 2)
+    assert summary["efficiency"] == pytest.approx(summary["tensor_pipe_active_pct"] / 100)
     assert summary["registers_per_thread"] == 168 and summary["matrix_path"] == "mma.sync or none"
     assert summary["achieved_occupancy_pct"] == pytest.approx(11.89)
 
@@ -90,6 +91,7 @@ def test_rocprof_summary_skips_the_first_dispatch():
     assert summary["dispatches_profiled"] == 2
     expected = sorted([338e6 / (601000 * 1024), 340e6 / (598000 * 1024)])
     assert summary["mfma_efficiency_pct"] == pytest.approx(100 * sum(expected) / 2)
+    assert summary["efficiency"] == pytest.approx(sum(expected) / 2)
 
 
 def test_duplicate_counter_rows_of_one_dispatch_are_summed():

@@ -14,6 +14,7 @@ import pytest
 
 from evaluator.compile import CompiledKernel, compile_candidate
 from evaluator.contract import load_candidate
+from evaluator.ladder import stage_paths
 from evaluator.targets import get_target
 from evaluator.targets.nvidia import sass
 from evaluator.targets.nvidia.static import ptxas_arch
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.slow  # compiles every stage of the sm90 ladders
 ROOT = Path(__file__).resolve().parent.parent
 LADDER = ROOT / "kernels" / "sm90" / "bf16"
 FP8 = ROOT / "kernels" / "sm90" / "fp8" / "v09_fp8.py"
-STAGES = sorted(p.stem for p in LADDER.glob("v[0-9][0-9]_*.py"))
+STAGES = [p.stem for p in stage_paths(LADDER)]
 BENCH_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 2048), (16384, 8192, 4096), (256, 8192, 8192)]
 SHARED_LIMIT = 227 * 1024  # opt-in dynamic shared memory per block on H100/H200
 

@@ -23,8 +23,8 @@ The "runtime" section (every figure measured on the named device unless `provena
   speed_of_light, integrity) with `ok` and `detail`.
 - `device`, `device_info`, `driver`, `clocks_mhz` (before, after_timing), `torch_version`,
   `triton_version`, `cuda_version` / `hip_version`, `seed`, `phase_seconds`, `health`.
-- With `profile=True`: `profile` (ncu on sm90, rocprofv3 on gfx950) and its headline `tensor_pipe_pct`
-  or `mfma_efficiency` (percent).
+- With `profile=True`: `profile` (the target's profiler: Nsight Compute on NVIDIA, rocprofv3 on AMD) and
+  its headline `efficiency`, the matrix-unit busy share (0..1).
 """
 from __future__ import annotations
 

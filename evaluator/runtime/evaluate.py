@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from ..contract import load_candidate
 from ..errors import UsageError
+from ..records import RuntimeRecord
 from ..sandbox import GPU_FAULT_PATTERN
 from ..targets import Target, get_target
 from . import correctness as corr
@@ -221,7 +222,7 @@ def runtime_evaluate(path, target: str | None = None, shape=None, knobs: dict | 
         record.update(status=status, verdict=verdict, correct=status == "ok")
         record["health"] = health_check(device)
         phases["total_s"] = _clock() - started
-        return record
+        return RuntimeRecord.from_dict(record).to_dict()  # every documented field, None where it did not apply
 
     # Correctness (includes the JIT compile of the first launch).
     t0 = _clock()
@@ -294,8 +295,7 @@ def runtime_evaluate(path, target: str | None = None, shape=None, knobs: dict | 
         t0 = _clock()
         prof = profile_candidate(str(path), module, spec, tgt, shape, knobs, seed)
         phases["profile_s"] = _clock() - t0
-        record.update(profile=prof, tensor_pipe_pct=prof.get("tensor_pipe_active_pct"),
-                      mfma_efficiency=prof.get("mfma_efficiency_pct"))
+        record.update(profile=prof, efficiency=prof.get("efficiency"))
     record["summary"] = (f"{report.verdict}; {record['tflops']:.1f} TFLOP/s"
                          + (f", {record['ratio_vs_vendor']:.3f}x {record['vendor']}" if record["ratio_vs_vendor"]
                             else ""))

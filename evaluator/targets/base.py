@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from triton.backends.compiler import GPUTarget
 
     from ..compile import CompiledKernel
+    from ..records import StaticRecord
 
 ReportField = tuple[str, str, str]  # (static-record key, label, unit)
 
@@ -24,12 +25,13 @@ class Toolchain(Protocol):
     """The hooks one instruction-set family implements (Triton's `BaseBackend` is the model)."""
 
     isa: str                                   # name of the assembly part Triton emits: "amdgcn", "sass"
+    static_fields: tuple[str, ...]             # the static-record fields only this family reports
     artifact_parts: tuple[str, ...]            # compiler outputs `nearpeak eval --dump` writes, in order
     report_fields: tuple[ReportField, ...]     # what `format_record` shows of the static record
     loop_matrix_key: str                       # hot-loop mix key counting matrix instructions
     ladder_columns: tuple[tuple[str, Callable[[dict], Any]], ...]   # target-specific ladder-table columns
 
-    def analyze_kernel(self, kernel: CompiledKernel, target: Target) -> dict:
+    def analyze_kernel(self, kernel: CompiledKernel, target: Target) -> StaticRecord:
         """The static record of one compiled kernel (docs/eval-schema.md)."""
 
     def artifact_text(self, kernel: CompiledKernel, part: str) -> str | bytes | None:
@@ -86,7 +88,7 @@ class Target:
 
         return GPUTarget(self.backend, self.arch, self.warp_size)
 
-    def analyze_kernel(self, kernel: CompiledKernel) -> dict:
+    def analyze_kernel(self, kernel: CompiledKernel) -> StaticRecord:
         return self.toolchain.analyze_kernel(kernel, self)
 
     def published(self, stage: str) -> dict:

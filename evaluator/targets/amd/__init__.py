@@ -9,9 +9,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .model import AmdCosts
+from .static import STATIC_FIELDS
 
 if TYPE_CHECKING:
     from ...compile import CompiledKernel
+    from ...records import StaticRecord
     from ..base import Target
 
 
@@ -23,6 +25,7 @@ def _kib(value) -> float | None:
 class AmdToolchain:
     costs: AmdCosts = field(default_factory=AmdCosts)
 
+    static_fields = STATIC_FIELDS
     isa = "amdgcn"
     artifact_parts = ("ttgir", "llir", "amdgcn")
     loop_matrix_key = "mfma"
@@ -40,7 +43,7 @@ class AmdToolchain:
         ("MFMA/iter", lambda r: r.get("matrix_per_k_iteration")),
     )
 
-    def analyze_kernel(self, kernel: CompiledKernel, target: Target) -> dict:
+    def analyze_kernel(self, kernel: CompiledKernel, target: Target) -> StaticRecord:
         from .static import analyze_kernel
 
         return analyze_kernel(kernel, target, self.costs)

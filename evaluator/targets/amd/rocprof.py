@@ -86,6 +86,7 @@ def summarize_rocprof(dispatches: list[dict], target, skip: int = 1) -> dict:
     effs = [e for e in effs if e is not None]
     first = measured[0] if measured else {}
     return {
+        "efficiency": statistics.median(effs) if effs else None,   # the record's matrix-unit share (0..1)
         "mfma_efficiency_pct": 100 * statistics.median(effs) if effs else None,
         "mfma_busy_per_sq_busy": _ratio(measured, "SQ_VALU_MFMA_BUSY_CYCLES", "SQ_BUSY_CYCLES"),
         "vgpr": first.get("vgpr"), "agpr": first.get("agpr"), "sgpr": first.get("sgpr"),

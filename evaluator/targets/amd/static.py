@@ -3,10 +3,12 @@ MFMA mix, and the hot loop's static efficiency estimate."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ...isa.common import hot_loop
 from ...isa.ttgir import shared_layout_kinds
+from ...records import StaticRecord
 from . import amdgcn
 from .model import AmdCosts, estimate_amdgcn
 
@@ -15,6 +17,9 @@ if TYPE_CHECKING:
     from ..base import Target
 
 EXCERPT_LINES = 60
+STATIC_FIELDS = ("arch_vgprs", "agprs", "total_vgprs", "sgprs", "vgpr_spill_count", "sgpr_spill_count",
+                 "scratch_bytes", "lds_bytes", "occupancy_waves_per_simd", "occupancy_limit_vgpr",
+                 "occupancy_limit_lds", "mfma_count", "mfma_shape", "shared_layouts")  # docs/eval-schema.md
 LDS_CONFLICT_WAYS = 4   # an unpadded, unswizzled operand tile (the seed's 64- vs 16-cycle ds_read_b128)
 VGPR_GRANULE = 8
 
@@ -34,7 +39,7 @@ def occupancy(total_vgprs: int, lds_bytes: int, num_warps: int, target: Target) 
     return {"occupancy_waves_per_simd": waves, "occupancy_limit_vgpr": by_vgpr, "occupancy_limit_lds": by_lds}
 
 
-def analyze_kernel(kernel: CompiledKernel, target: Target, costs: AmdCosts) -> dict:
+def analyze_kernel(kernel: CompiledKernel, target: Target, costs: AmdCosts) -> StaticRecord:
     """The static record of one kernel compiled for an AMD target (docs/eval-schema.md)."""
     text = kernel.asm["amdgcn"]
     res = amdgcn.parse_resource_usage(text)
@@ -42,8 +47,7 @@ def analyze_kernel(kernel: CompiledKernel, target: Target, costs: AmdCosts) -> d
     mfmas = [i for i in instructions if amdgcn.is_mfma(i.mnemonic)]
     layouts = shared_layout_kinds(kernel.asm.get("ttgir", ""))
     lds = kernel.shared_bytes
-    report = {
-        "kernel": kernel.name, "grid": list(kernel.grid), "num_warps": kernel.num_warps,
+    details = {
         "arch_vgprs": res.arch_vgprs, "agprs": res.agprs, "total_vgprs": res.total_vgprs, "sgprs": res.sgprs,
         "vgpr_spill_count": res.vgpr_spill_count, "sgpr_spill_count": res.sgpr_spill_count,
         "scratch_bytes": res.scratch_bytes, "lds_bytes": lds,
@@ -53,22 +57,23 @@ def analyze_kernel(kernel: CompiledKernel, target: Target, costs: AmdCosts) -> d
                               for i in mfmas}),
         "shared_layouts": layouts,
     }
-    # The common names every target reports (docs/eval-schema.md).
-    report.update(registers=res.total_vgprs, spills=res.vgpr_spill_count + res.sgpr_spill_count,
-                  shared_bytes=lds, occupancy=report["occupancy_waves_per_simd"], matrix_instructions=len(mfmas))
+    record = StaticRecord(
+        kernel=kernel.name, grid=list(kernel.grid), num_warps=kernel.num_warps, registers=res.total_vgprs,
+        spills=res.vgpr_spill_count + res.sgpr_spill_count, shared_bytes=lds,
+        occupancy=details["occupancy_waves_per_simd"], matrix_instructions=len(mfmas),
+        hot_loop=None, hot_loop_spills=0, estimated_efficiency=None, estimate=None, details=details)
     loop = hot_loop(amdgcn.find_loops(text), amdgcn.is_mfma)
     if loop is None:
-        report.update(hot_loop=None, hot_loop_spills=0, estimated_efficiency=None, estimate=None)
-        return report
+        return record
     mix = amdgcn.instruction_mix(loop.instructions)
     conflict = LDS_CONFLICT_WAYS if "unswizzled_shared" in layouts and "padded_shared" not in layouts else 1
-    loop_costs = AmdCosts(**{**vars(costs), "bank_conflict_ways": conflict})
+    loop_costs = replace(costs, bank_conflict_ways=conflict)
     estimate = estimate_amdgcn(loop.instructions, target.matrix_cycles, loop_costs)
-    report.update(
+    return replace(
+        record,
         hot_loop={**mix, "header": loop.header, "mfma_cycles": estimate.matrix_cycles,
                   "excerpt": loop.excerpt(EXCERPT_LINES)},
         hot_loop_spills=mix["scratch_load"] + mix["scratch_store"],
         estimated_efficiency=round(estimate.estimated_efficiency, 4),
         estimate=estimate.to_dict(),
     )
-    return report

@@ -5,9 +5,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .model import NvCosts
+from .static import STATIC_FIELDS
 
 if TYPE_CHECKING:
     from ...compile import CompiledKernel
+    from ...records import StaticRecord
     from ..base import Target
 
 
@@ -19,6 +21,7 @@ def _kib(value) -> float | None:
 class NvidiaToolchain:
     costs: NvCosts = field(default_factory=NvCosts)
 
+    static_fields = STATIC_FIELDS
     isa = "sass"
     artifact_parts = ("ttgir", "llir", "ptx", "sass")
     loop_matrix_key = "wgmma"
@@ -37,7 +40,7 @@ class NvidiaToolchain:
         ("wgmma/iter", lambda r: r.get("matrix_per_k_iteration")),
     )
 
-    def analyze_kernel(self, kernel: CompiledKernel, target: Target) -> dict:
+    def analyze_kernel(self, kernel: CompiledKernel, target: Target) -> StaticRecord:
         from .static import analyze_kernel
 
         return analyze_kernel(kernel, target, self.costs)

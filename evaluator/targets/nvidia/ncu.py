@@ -114,8 +114,10 @@ def _median(launches: list[dict], metric: str) -> float | None:
 def summarize_ncu(launches: list[dict]) -> dict:
     """Median over profiled launches of each figure nearpeak reports."""
     gmma = _median(launches, GMMA_INSTRUCTIONS)
+    tensor_pipe = _median(launches, TENSOR_PIPE)
     return {
-        "tensor_pipe_active_pct": _median(launches, TENSOR_PIPE),
+        "efficiency": None if tensor_pipe is None else tensor_pipe / 100,   # the record's matrix-unit share
+        "tensor_pipe_active_pct": tensor_pipe,
         "gmma_instructions": gmma,
         "matrix_path": None if gmma is None else ("wgmma" if gmma > 0 else "mma.sync or none"),
         "registers_per_thread": _median(launches, REGISTERS),
