@@ -75,7 +75,7 @@ def screen(record: dict, max_spills: int) -> str | None:
         return f"{f.hot_loop_spills} spill instructions in the hot loop (budget {max_spills})"
     if f.correct is False:  # measured wrong on its own run: no interleaved comparison is worth its GPU time
         runtime = record.get("runtime") or {}
-        return f"incorrect results (measured): {runtime.get('message') or runtime.get('verdict')}"
+        return f"incorrect results (measured): {runtime.get('verdict')}"
     return None
 
 

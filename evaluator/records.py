@@ -145,6 +145,7 @@ class EvaluationRecord:
     integrity: dict | None = None
     gpu_health: dict | None = None
     dumped: list[str] | None = None
+    config: dict | None = None       # an autotuned foreign kernel's config this record compiled
     undocumented: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
