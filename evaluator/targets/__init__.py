@@ -13,6 +13,7 @@ __all__ = ["Ladder", "Target", "Toolchain", "UnknownTargetError", "all_targets",
            "target_for_device"]
 
 _FOLDERS = (
+    "gfx942",
     "gfx950",
     "sm90",
 )
