@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the suite's manifest and runner live under tests/, not in the package
 
+from benchmarks.results_meta import markdown_lines, run_metadata
 from tests.adversarial.cases import CASES
 from tests.adversarial.runner import Outcome, describe_environment, detect_target, run_case
 
@@ -35,8 +34,7 @@ def _markdown(report: dict) -> str:
     lines = [
         f"# Adversarial suite: {report['summary']['passed']} of {report['summary']['ran']} cases got their verdict",
         "",
-        f"- date (UTC): {report['date_utc']}",
-        f"- command: `{report['command']}`",
+        *markdown_lines(report["meta"]),
         f"- device: {device.get('name', 'none')} (driver {device.get('driver')}), target {report['target']}",
         (f"- versions: python {env.get('python')}, torch {env.get('torch')}, triton {env.get('triton')}, "
          f"CUDA {env.get('cuda')}, HIP {env.get('hip')}"),
@@ -76,8 +74,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{outcome.detail[:90]}", flush=True)
     ran = [o for o in outcomes if o.got != "skipped"]
     report = {
-        "command": shlex.join([sys.executable, *sys.argv]),
-        "date_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "meta": run_metadata(),
         "target": target,
         "environment": environment,
         "wall_s": round(time.monotonic() - started, 1),

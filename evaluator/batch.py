@@ -4,7 +4,8 @@
 through `--entry`, compiled for its target in a fresh process under a wall-clock limit, so that a compiler
 abort, a hang or a flood of output ends as a record (`crashed`, `timeout`, `output_flood`), never as the
 end of the caller. Contract files pass the static policy first (as in `evaluator.api.evaluate`); foreign
-files are scored as their authors wrote them, so they are not held to the candidate policy.
+files are scored as their authors wrote them, so they are held only to the policy's containment rules (no
+process control, networking, FFI or reaching into the scorer: `check_policy(..., foreign=True)`).
 
 `run_batch` scores many files with `jobs` of those processes at a time, hands each record over (and
 appends it to a JSON Lines file) as soon as its file is done, and can skip files a previous run already
@@ -52,7 +53,7 @@ class ScoreOptions:
 def score_in_child(path: str, target: str | None, entry: str | None, args: list[str], config: int | None,
                    shape: list | None, knobs: dict | None, dump_dir: str | None) -> list[dict]:
     """The sandboxed child's side of `score_file`: the evaluation records of one file."""
-    from .api import evaluate_foreign, evaluate_static
+    from .stages import evaluate_foreign, evaluate_static
 
     if entry:
         return evaluate_foreign(path, entry, args, target, config, dump_dir=dump_dir)
@@ -131,10 +132,9 @@ def score_file(path: str, options: ScoreOptions) -> list[dict]:
     if options.entry and not target:
         return [failure_record(path, None, "usage_error",
                                "--entry needs --target: the file declares no TARGET")]
-    if not options.entry:
-        violations = check_policy(resolved)
-        if violations:
-            return [failure_record(path, target, **record_fields(violations))]
+    violations = check_policy(resolved, foreign=bool(options.entry))
+    if violations:
+        return [failure_record(path, target, **record_fields(violations))]
     guarded = run_guarded("evaluator.batch:score_in_child",
                           {"path": str(resolved), "target": target, "entry": options.entry,
                            "args": list(options.args), "config": options.config,

@@ -45,6 +45,7 @@ class KernelSpec:
     knobs: dict[str, int] = field(default_factory=dict)
     knob_choices: dict[str, tuple[int, ...]] = field(default_factory=dict)
     scales: str | None = None
+    fast_accum: bool = True        # fp8: accumulates in the matrix unit's own accumulator (no periodic fp32 promotion)
 
     @property
     def benchmark_shape(self) -> Shape:
@@ -58,7 +59,7 @@ class KernelSpec:
             "target": self.target, "dtype": self.dtype, "out_dtype": self.out_dtype,
             "shapes": [list(s) for s in self.shapes], "shape_multiple": list(self.shape_multiple),
             "knobs": dict(self.knobs), "knob_choices": {k: list(v) for k, v in self.knob_choices.items()},
-            "scales": self.scales,
+            "scales": self.scales, "fast_accum": self.fast_accum,
         }
 
 
@@ -162,9 +163,13 @@ def read_spec(module: ModuleType, path: str) -> KernelSpec:
     scales = getattr(module, "SCALES", None)
     if scales not in SCALE_KINDS:
         raise ContractError(f"SCALES must be one of {SCALE_KINDS}, got {scales!r}", file=path)
+    fast_accum = getattr(module, "FAST_ACCUM", True)
+    if not isinstance(fast_accum, bool):
+        raise ContractError(f"FAST_ACCUM must be True or False, got {fast_accum!r}", file=path)
     spec = KernelSpec(path=path, target=target, dtype=str(module.DTYPE),
                       out_dtype=str(getattr(module, "OUT_DTYPE", module.DTYPE)), shapes=shapes,
-                      shape_multiple=multiple, knobs=knobs, knob_choices=choices, scales=scales)
+                      shape_multiple=multiple, knobs=knobs, knob_choices=choices, scales=scales,
+                      fast_accum=fast_accum)
     bad = [s for s in shapes if not spec.supports(s)]
     if bad:
         raise ContractError(f"SHAPES entry {bad[0]} is not a multiple of SHAPE_MULTIPLE {multiple}", file=path)

@@ -1,24 +1,28 @@
 """The hardened evaluation path: policy check, then each stage in its own sandboxed process.
 
-`evaluate_isolated` gives the same record as `evaluator.api.evaluate`, but nothing the candidate does can
-take the caller down or quietly improve its own score:
+Every evaluation of a contract file someone handed in (`evaluate_isolated`, `compare_isolated`) goes through
+the same steps (the static scorer of `nearpeak eval`, `evaluator.batch.score_file`, takes the first three for
+contract and foreign files alike), and nothing the candidate does can take the caller down or quietly improve its
+own score:
 
 1. the static policy (`evaluator.policy`) reads the file before any of it runs;
-2. the static stage (compile for the target, read the ISA) runs in a fresh process with an address-space
-   limit; the runtime stage (correctness and timing on the GPU) in another, without one (GPU runtimes
-   reserve huge virtual ranges), both under one wall-clock budget;
+2. each stage (compile for the target and read the ISA; correctness and timing on the GPU; the interleaved
+   comparison) runs in a fresh process forked by the sandbox worker (`evaluator.sandbox`), the static stage
+   under an address-space limit, the GPU stages without one (GPU runtimes reserve huge virtual ranges), all
+   under one wall-clock budget;
 3. the evaluator's sources are hashed before and after each stage, in this process, after the stage's
    whole process group is dead;
-4. after a runtime stage that crashed, faulted or hung, a tiny computation in yet another fresh process
-   says whether the GPU is fit for the next candidate.
+4. after a GPU stage that crashed, faulted or hung, a tiny computation in yet another fresh process says
+   whether the GPU is fit for the next candidate.
 
 Sandbox verdicts become record statuses ("timeout", "crashed", "runtime_fault", "output_flood", "error"),
-with "policy_violation" and "tampered" from steps 1 and 3. The function never raises for anything the
-candidate does.
+with "policy_violation" and "tampered" from steps 1 and 3. The stage bodies live in `evaluator.stages`.
+None of these functions raises for anything the candidate does.
 """
 from __future__ import annotations
 
 import glob
+import secrets
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,13 +30,17 @@ from pathlib import Path
 from . import integrity
 from .errors import CandidateNotFound, NearpeakError, NoDeviceError
 from .policy import check_policy, record_fields
-from .sandbox import IsolatedResult, run_isolated
+from .sandbox import IsolatedResult, SandboxWorker, run_isolated
+from .stages import error_record
 from .targets import UnknownTargetError, get_target
 
 STATIC_MEMORY_MB = 8192        # address-space cap of the static stage: torch + triton + a compile fit in 2 GiB
+STATIC_TIMEOUT_S = 120.0       # default wall-clock budget of static work (a cold compile of a large kernel: ~30 s)
+RUNTIME_TIMEOUT_S = 600.0      # default budget when a GPU stage runs too
 HEALTH_TIMEOUT_S = 120.0
 MIN_STAGE_S = 1.0              # a stage is never started with less than this left of the budget
 GPU_DEVICE_NODES = {"cuda": "/dev/nvidia*", "hip": "/dev/kfd"}  # by the target's backend
+GPU_FAILURES = ("crashed", "runtime_fault", "timeout")
 
 
 @dataclass(frozen=True)
@@ -44,47 +52,14 @@ class GuardedRun:
 
 
 def run_guarded(func: str, kwargs: dict, *, timeout_s: float, memory_mb: int | None = None,
-                watch_root: str | Path | None = None) -> GuardedRun:
+                watch_root: str | Path | None = None, worker: SandboxWorker | None = None) -> GuardedRun:
     """`run_isolated` with the evaluator tree (or `watch_root`) hashed before and after."""
     before = integrity.snapshot(watch_root)
-    result = run_isolated(func, kwargs, timeout_s=timeout_s, memory_mb=memory_mb)
+    result = run_isolated(func, kwargs, timeout_s=timeout_s, memory_mb=memory_mb, worker=worker)
     return GuardedRun(result, before.changes(integrity.snapshot(watch_root)))
 
 
-# ---------------------------------------------------------------------------------------------
-# Stage entry points: these run inside the sandboxed child
-
-
-def static_stage(path: str, target: str | None, shape: list | None, knobs: dict | None) -> dict:
-    from .api import evaluate_static
-
-    return evaluate_static(path, target, tuple(shape) if shape else None, knobs)
-
-
-def runtime_stage(path: str, target: str, shape: list | None, knobs: dict | None, seed: int | None,
-                  profile: bool, required: bool) -> dict | None:
-    """The runtime section, or None when no GPU of `target` is here and none was required."""
-    from .runtime.device import require_device
-
-    try:
-        require_device(target, with_smi=False)  # runtime_evaluate reads driver and clocks itself
-    except NoDeviceError as err:
-        return {"status": NoDeviceError.status, "verdict": err.message} if required else None
-    from .runtime.evaluate import runtime_evaluate
-
-    try:
-        return runtime_evaluate(path, target, tuple(shape) if shape else None, knobs, seed, profile)
-    except NearpeakError as err:  # the candidate's contract or import failing on this side too
-        return {"status": err.status, "verdict": err.message}
-
-
-# ---------------------------------------------------------------------------------------------
-# The parent side
-
-
 def _record(path: str, target: str | None, status: str, message: str, **extra) -> dict:
-    from .api import error_record
-
     record = error_record(path, target, NearpeakError(message))
     record.update(status=status, **extra)
     return record
@@ -107,9 +82,10 @@ def _gpu_nodes_present(target: str) -> bool:
     return bool(pattern and glob.glob(pattern))
 
 
-def gpu_health(timeout_s: float = HEALTH_TIMEOUT_S) -> dict:
+def gpu_health(timeout_s: float = HEALTH_TIMEOUT_S, worker: SandboxWorker | None = None) -> dict:
     """Run the runtime's health check in a fresh process: does the GPU still compute a small product right?"""
-    result = run_isolated("evaluator.runtime.device:health_check", {"device": "cuda"}, timeout_s=timeout_s)
+    result = run_isolated("evaluator.runtime.device:health_check", {"device": "cuda"}, timeout_s=timeout_s,
+                          worker=worker)
     if result.ok and isinstance(result.value, dict):
         return {**result.value, "verdict": result.verdict, "wall_s": result.wall_s}
     return {"healthy": False, "verdict": result.verdict, "wall_s": result.wall_s,
@@ -134,45 +110,82 @@ def _tampered(changed: tuple[str, ...]) -> dict:
             "integrity": {"changed": list(changed)}}
 
 
-def _sandbox_failure(record_path: str, target: str | None, stage: str, result: IsolatedResult, timeout_s: float,
-                     stages: list[dict]) -> dict:
-    """A record for a stage that ended without a value; its status is the sandbox verdict itself."""
-    messages = {
+def _failure_message(stage: str, result: IsolatedResult, timeout_s: float) -> str:
+    return {
         "timeout": f"{stage} stage did not finish within {timeout_s:.0f} s; its process group was killed",
         "crashed": f"{stage} stage crashed: {result.message}",
         "runtime_fault": f"{stage} stage hit a GPU fault: {result.message}",
         "output_flood": f"{stage} stage flooded its output; its process group was killed",
         "error": f"{stage} stage raised {result.message}",
-    }
-    return _record(record_path, target, result.verdict, messages[result.verdict], sandbox=stages)
+    }[result.verdict]
 
 
-def evaluate_isolated(path: str | Path, target: str | None = None, shape=None, knobs: dict | None = None,
-                      run: bool | None = None, seed: int | None = None, timeout_s: float = 600.0,
-                      profile: bool = False, memory_mb: int | None = STATIC_MEMORY_MB) -> dict:
-    """Policy, then the static stage and (when `run`, or None and a GPU of the target is here) the runtime
-    stage, each in its own sandbox under one `timeout_s` budget. Returns the evaluation record."""
-    started = time.monotonic()
-    path = str(Path(path).resolve())
+class _Stages:
+    """One evaluation's sandboxed stages, with the integrity snapshot taken before the first.
+
+    With a `timeout_s`, all stages share that one budget; without, each stage gets its own default limit.
+    """
+
+    def __init__(self, timeout_s: float | None, worker: SandboxWorker | None):
+        self.started = time.monotonic()
+        self.timeout_s = timeout_s
+        self.worker = worker
+        self.before = integrity.snapshot()
+        self.summaries: list[dict] = []
+
+    def remaining(self, default_s: float) -> float:
+        if self.timeout_s is None:
+            return default_s
+        return self.timeout_s - (time.monotonic() - self.started)
+
+    def run(self, stage: str, func: str, kwargs: dict, default_s: float, memory_mb: int | None = None
+            ) -> tuple[IsolatedResult, tuple[str, ...], float]:
+        """(result, evaluator files changed so far, the time limit it ran under)."""
+        limit = self.remaining(default_s)
+        result = run_isolated(func, kwargs, timeout_s=limit, memory_mb=memory_mb, worker=self.worker)
+        self.summaries.append(_stage_summary(stage, result))
+        return result, self.before.changes(integrity.snapshot()), limit
+
+
+def _refused(path: str, target: str | None) -> dict | None:
+    """The record for a file that must not run at all (missing, or against the policy), else None."""
     if not Path(path).is_file():
         return _record(path, target, CandidateNotFound.status, "no such kernel file")
     violations = check_policy(path)
     if violations:
         return _record(path, target, **record_fields(violations))
+    return None
 
-    stages: list[dict] = []
-    before = integrity.snapshot()
-    static = run_isolated("evaluator.isolated:static_stage",
-                          {"path": path, "target": target, "shape": list(shape) if shape else None, "knobs": knobs},
-                          timeout_s=timeout_s, memory_mb=memory_mb)
-    stages.append(_stage_summary("static", static))
-    changed = before.changes(integrity.snapshot())
+
+def _static_result(path: str, target: str | None, stages: _Stages, stage: str, func: str, kwargs: dict,
+                   memory_mb: int | None) -> dict:
+    """Run a static stage; the record it returned, or one saying how the stage failed."""
+    result, changed, limit = stages.run(stage, func, kwargs, STATIC_TIMEOUT_S, memory_mb)
     if changed:
-        return _record(path, target, **_tampered(changed), sandbox=stages)
-    if not static.ok:
-        return _sandbox_failure(path, target, "static", static, timeout_s, stages)
-    record = static.value
-    record.update(policy={"violations": []}, sandbox=stages)
+        return _record(path, target, **_tampered(changed), sandbox=stages.summaries)
+    if not result.ok:
+        return _record(path, target, result.verdict, _failure_message(stage, result, limit), sandbox=stages.summaries)
+    record = result.value
+    record.update(policy={"violations": []}, sandbox=stages.summaries)
+    return record
+
+
+def evaluate_isolated(path: str | Path, target: str | None = None, shape=None, knobs: dict | None = None,
+                      run: bool | None = None, seed: int | None = None, timeout_s: float | None = None,
+                      profile: bool = False, memory_mb: int | None = STATIC_MEMORY_MB,
+                      dump_dir: str | Path | None = None, worker: SandboxWorker | None = None) -> dict:
+    """Policy, then the static stage and (when `run`, or None and a GPU of the target is here) the runtime
+    stage, each in its own sandbox: all under `timeout_s` when given, else STATIC_TIMEOUT_S for the static stage
+    and RUNTIME_TIMEOUT_S for the runtime stage. A seed not given is drawn fresh for this evaluation.
+    Returns the evaluation record."""
+    path = str(Path(path).resolve())
+    refused = _refused(path, target)
+    if refused:
+        return refused
+    stages = _Stages(timeout_s, worker)
+    record = _static_result(path, target, stages, "static", "evaluator.stages:static_stage",
+                            {"path": path, "target": target, "shape": list(shape) if shape else None, "knobs": knobs,
+                             "dump_dir": str(Path(dump_dir).resolve()) if dump_dir else None}, memory_mb)
     if record.get("status") != "ok" or run is False:
         return record
 
@@ -181,24 +194,21 @@ def evaluate_isolated(path: str | Path, target: str | None = None, shape=None, k
         if run:
             record.update(status=NoDeviceError.status, message=f"--run needs a {target} GPU; none is present")
         return record
-    remaining = timeout_s - (time.monotonic() - started)
-    if remaining < MIN_STAGE_S:
+    if stages.remaining(RUNTIME_TIMEOUT_S) < MIN_STAGE_S:
         record.update(status="timeout", message=f"static stage used the whole {timeout_s:.0f} s budget")
         return record
-    runtime = run_isolated("evaluator.isolated:runtime_stage",
-                           {"path": path, "target": target, "shape": list(shape) if shape else None, "knobs": knobs,
-                            "seed": seed, "profile": profile, "required": bool(run)},
-                           timeout_s=remaining)
-    stages.append(_stage_summary("runtime", runtime))
-    changed = before.changes(integrity.snapshot())
+    seed = int(seed) if seed is not None else secrets.randbits(31)
+    runtime, changed, limit = stages.run(
+        "runtime", "evaluator.stages:runtime_stage",
+        {"path": path, "target": target, "shape": list(shape) if shape else None, "knobs": knobs, "seed": seed,
+         "profile": profile, "required": bool(run)}, RUNTIME_TIMEOUT_S)
     if changed:
         record.update(_tampered(changed))
         return record
     if not runtime.ok:
-        failure = _sandbox_failure(path, target, "runtime", runtime, remaining, stages)
-        record.update(status=failure["status"], message=failure["message"])
-        if runtime.verdict in ("crashed", "runtime_fault", "timeout"):
-            record["gpu_health"] = gpu_health()
+        record.update(status=runtime.verdict, message=_failure_message("runtime", runtime, limit))
+        if runtime.verdict in GPU_FAILURES:
+            record["gpu_health"] = gpu_health(worker=worker)
         return record
     if runtime.value is None:
         return record
@@ -208,5 +218,47 @@ def evaluate_isolated(path: str | Path, target: str | None = None, shape=None, k
         record.update(status=status, message=runtime.value.get("message") or runtime.value.get("verdict")
                       or f"runtime stage: {status}")
     if status == "runtime_fault":  # caught in-process, but the context is gone: ask a fresh process
-        record["gpu_health"] = gpu_health()
+        record["gpu_health"] = gpu_health(worker=worker)
     return record
+
+
+def _comparison_failed(error: str, message: str, **extra) -> dict:
+    return {"accepted": False, "error": error, "message": message, "speedup": None, "ci_low": None, "ci_high": None,
+            "method": "interleaved A/B in a sandboxed process (failed)", **extra}
+
+
+def compare_isolated(candidate_path: str | Path, incumbent_path: str | Path, target: str | None = None, shape=None,
+                     min_gain: float = 0.0, seed: int | None = None, timeout_s: float | None = None,
+                     worker: SandboxWorker | None = None) -> dict:
+    """Interleaved A/B timing of candidate against incumbent on this machine's GPU, hardened like
+    `evaluate_isolated`: policy on both files, a fresh sandboxed process, integrity hashes, the health check
+    after a GPU failure. The candidate side gets the runtime defenses of `eval --run` (evaluator.runtime).
+
+    Returns the comparison (speedup, ci_low, ci_high, accepted, method, samples, seed, candidate_defenses);
+    on any failure `accepted` is False and `error` says why.
+    """
+    paths = [str(Path(p).resolve()) for p in (candidate_path, incumbent_path)]
+    for which, path in zip(("candidate", "incumbent"), paths):
+        refused = _refused(path, target)
+        if refused:
+            return _comparison_failed(refused["status"], f"{which}: {refused['message']}", line=refused.get("line"),
+                                      policy=refused.get("policy"))
+    seed = int(seed) if seed is not None else secrets.randbits(31)
+    stages = _Stages(timeout_s, worker)
+    result, changed, limit = stages.run(
+        "compare", "evaluator.stages:compare_stage",
+        {"candidate_path": paths[0], "incumbent_path": paths[1], "target": target,
+         "shape": list(shape) if shape else None, "min_gain": min_gain, "seed": seed}, RUNTIME_TIMEOUT_S)
+    if changed:
+        return _comparison_failed("tampered", _tampered(changed)["message"], sandbox=stages.summaries, seed=seed)
+    if not result.ok:
+        failed = _comparison_failed(result.verdict, _failure_message("compare", result, limit),
+                                    sandbox=stages.summaries, seed=seed)
+        if result.verdict in GPU_FAILURES:
+            failed["gpu_health"] = gpu_health(worker=worker)
+        return failed
+    value = dict(result.value)
+    value["sandbox"] = stages.summaries
+    if value.get("error") == "runtime_fault":
+        value["gpu_health"] = gpu_health(worker=worker)
+    return value

@@ -76,6 +76,13 @@ INTROSPECTION_ATTRS = frozenset({
     "f_globals", "f_locals", "gi_frame", "tb_frame"})
 JIT_DECORATORS = frozenset({"jit", "constexpr_function", "aggregate"})
 
+# A foreign file (scored statically through --entry, as its authors wrote it) is held only to containment:
+# no process control, networking or FFI, and no reaching into the scorer's own packages. It may import what it
+# likes otherwise (siblings, importlib, os for its paths and environment).
+FOREIGN_RULES = frozenset({"process_network_ffi", "evaluator_access", "syntax_error"})
+FOREIGN_ALLOWED_MODULES = frozenset({"os", "os.path"})
+SCORER_PACKAGES = frozenset({"evaluator", "agent", "tests"})
+
 
 @dataclass(frozen=True)
 class Violation:
@@ -126,8 +133,9 @@ def _is_jit_decorated(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
 
 
 class _Checker(ast.NodeVisitor):
-    def __init__(self, lines: list[str]):
+    def __init__(self, lines: list[str], foreign: bool = False):
         self.lines = lines
+        self.foreign = foreign
         self.violations: list[Violation] = []
         self.imported: dict[str, str] = {}  # local name -> dotted path of the module or object it is bound to
         self.jit_depth = 0
@@ -152,6 +160,9 @@ class _Checker(ast.NodeVisitor):
 
     def check_module(self, node: ast.AST, module: str) -> None:
         rule = _denied_rule(module)
+        if self.foreign and (module in FOREIGN_ALLOWED_MODULES
+                             or (rule == "evaluator_access" and module.split(".")[0] not in SCORER_PACKAGES)):
+            return
         if rule:
             self.add(rule, node, f"import of {module} is not allowed ({RULES[rule]})")
         elif _has_blas(module):
@@ -338,8 +349,11 @@ class _Checker(ast.NodeVisitor):
                 self.add("monkeypatch", node, f"global rebinding of imported name {name}")
 
 
-def check_source(source: str, filename: str = "<candidate>") -> list[Violation]:
-    """Violations in `source`, in line order; an empty list means the policy allows it."""
+def check_source(source: str, filename: str = "<candidate>", foreign: bool = False) -> list[Violation]:
+    """Violations in `source`, in line order; an empty list means the policy allows it.
+
+    `foreign` applies only the containment rules (FOREIGN_RULES) to a file scored through --entry.
+    """
     lines = source.splitlines()
     try:
         tree = ast.parse(source, filename=filename)
@@ -347,15 +361,17 @@ def check_source(source: str, filename: str = "<candidate>") -> list[Violation]:
         line = exc.lineno or 0
         text = lines[line - 1].strip() if 0 < line <= len(lines) else ""
         return [Violation("syntax_error", f"syntax error: {exc.msg}", line, text)]
-    checker = _Checker(lines)
+    checker = _Checker(lines, foreign)
     checker.visit(tree)
-    return sorted(checker.violations, key=lambda v: (v.line, v.rule))
+    found = [v for v in checker.violations if not foreign or v.rule in FOREIGN_RULES]
+    return sorted(found, key=lambda v: (v.line, v.rule))
 
 
-def check_policy(path: str | Path) -> list[Violation]:
-    """Read a candidate file and return every policy violation in it (empty when it may run)."""
+def check_policy(path: str | Path, foreign: bool = False) -> list[Violation]:
+    """Read a candidate file and return every policy violation in it (empty when it may run); `foreign` for
+    a file scored through --entry (containment rules only)."""
     path = Path(path)
-    return check_source(path.read_text(encoding="utf-8", errors="replace"), str(path))
+    return check_source(path.read_text(encoding="utf-8", errors="replace"), str(path), foreign)
 
 
 def describe(violations: list[Violation]) -> str:

@@ -1,11 +1,14 @@
-"""Run one function in a fresh, disposable Python process and say plainly how it ended.
+"""Run one function in a fresh, disposable process and say plainly how it ended.
 
 Why a process and not a thread: a hung GPU kernel, an infinite loop, a segfault or `os._exit` in a candidate
 cannot be stopped or survived from inside the same interpreter (OpenEvolve's thread timeouts are the known
-counter-example). Here the child is a new interpreter (`python -m evaluator.sandbox_child`), started in its own
-session so that the whole process group, including anything it forked, is killed with SIGKILL on timeout and
-again after it exits. It runs in a scratch directory with a minimal environment, optional rlimits, and its
-output read by threads into bounded head/tail buffers, so endless printing neither blocks it nor fills memory.
+counter-example). Every call gets a new process that has never run anyone's code: a `SandboxWorker` (a warm
+interpreter with torch, triton and the evaluator already imported, `evaluator.sandbox_child`) forks it on
+request, so a call costs a fork instead of a two-second torch import. The child starts its own session so that
+the whole process group, including anything it forked, is killed with SIGKILL on timeout and again after it
+exits; it dies with the worker (`PR_SET_PDEATHSIG`) and with the caller (a watchdog pipe only the caller
+holds open). It runs in a scratch directory with a minimal environment, optional rlimits, and its output read
+by threads into bounded head/tail buffers, so endless printing neither blocks it nor fills memory.
 
 The result comes back as JSON in a file carrying a one-time token that the child reads from its stdin; a
 result without the token (say, one the candidate forged before calling `os._exit`) does not count. This is a
@@ -13,12 +16,15 @@ guard against accidents and reward-seeking shortcuts, not a security boundary: s
 """
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import re
 import secrets
+import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -131,29 +137,6 @@ def child_environment(scratch: Path, extra: dict[str, str] | None = None) -> dic
     return env
 
 
-def _kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _wait_without_reaping(pid: int, deadline: float, stop: threading.Event) -> bool:
-    """Poll until the child exits (True) or the deadline passes or `stop` is set (False).
-
-    The child is left a zombie so its pid, which is also the process-group id, cannot be reused before the
-    group is killed.
-    """
-    pause = 0.002
-    while True:
-        if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
-            return True
-        if stop.is_set() or time.monotonic() >= deadline:
-            return False
-        time.sleep(pause)
-        pause = min(pause * 2, 0.05)
-
-
 def _read_result(path: Path, token: str) -> dict | None:
     try:
         data = json.loads(path.read_text())
@@ -199,58 +182,279 @@ def classify(result: dict | None, *, returncode: int, timed_out: bool, flooded: 
     return "crashed", None, f"exited with code {returncode} without a result"
 
 
+
+
+# ---------------------------------------------------------------------------------------------
+# The warm worker and one call through it
+
+# Imported once by the worker, so a forked child starts with them loaded. A name missing here is only slower.
+DEFAULT_PRELOAD = ("torch", "triton", "triton.experimental.gluon", "triton.experimental.gluon.language",
+                   "triton.compiler.compiler", "triton.backends.amd.compiler", "triton.backends.nvidia.compiler",
+                   "torch.utils._python_dispatch", "evaluator.stages", "evaluator.compile", "evaluator.contract",
+                   "evaluator.static", "evaluator.provenance", "evaluator.foreign")
+WORKER_START_TIMEOUT_S = 180.0
+KILL_GRACE_S = 10.0      # after a kill request, how long to wait for the worker to report the exit
+
+
+class WorkerUnavailable(RuntimeError):
+    """The worker process could not be started or died; the call did not run."""
+
+
+class SandboxWorker:
+    """A warm interpreter that forks one fresh, supervised child per call.
+
+    Thread-safe: several threads may call `run` at once (each call has its own child, pipes and reply socket).
+    The worker dies when this object is closed or its process exits, and takes its children with it. A forked
+    copy of the caller (e.g. a `fork` process pool) does not share it: `run` there starts a worker of its own.
+    """
+
+    def __init__(self, preload: tuple[str, ...] = DEFAULT_PRELOAD):
+        self.preload = tuple(preload)
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen | None = None
+        self._control: socket.socket | None = None
+        self._owner_pid: int | None = None
+        self._root: Path | None = None
+
+    # -- lifetime ---------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the worker now (else the first `run` does) and wait until its imports are done."""
+        with self._lock:
+            self._ensure_started()
+
+    @property
+    def pid(self) -> int | None:
+        """The worker's process id while it runs in this process's service, else None."""
+        return self._proc.pid if self._alive() else None
+
+    def _alive(self) -> bool:
+        return self._proc is not None and self._owner_pid == os.getpid() and self._proc.poll() is None
+
+    def _ensure_started(self) -> None:
+        if self._alive():
+            return
+        self._discard()
+        root = Path(tempfile.mkdtemp(prefix="nearpeak-worker-"))
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        settings = json.dumps({"preload": list(self.preload), "root": str(root)})
+        log = (root / "worker.log").open("wb")
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "evaluator.sandbox_child", "--worker", str(theirs.fileno()), settings],
+                cwd=root, env=child_environment(root), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                pass_fds=(theirs.fileno(),), start_new_session=True, close_fds=True)
+        finally:
+            theirs.close()
+            log.close()
+        ours.settimeout(WORKER_START_TIMEOUT_S)
+        try:
+            ready = json.loads(ours.recv(65536) or b"{}")
+        except (OSError, ValueError):
+            ready = {}
+        ours.settimeout(None)
+        if not ready.get("ready"):
+            proc.kill()
+            proc.wait()
+            text = (root / "worker.log").read_text(errors="replace")[-2000:]
+            shutil.rmtree(root, ignore_errors=True)
+            raise WorkerUnavailable(f"sandbox worker did not start: {text.strip() or 'no output'}")
+        self._proc, self._control, self._owner_pid, self._root = proc, ours, os.getpid(), root
+
+    def _discard(self) -> None:
+        """Forget a dead worker (or one inherited through fork, which belongs to the parent process)."""
+        if self._proc is not None and self._owner_pid == os.getpid():
+            self._shutdown()
+        self._proc = self._control = self._owner_pid = self._root = None
+
+    def _shutdown(self) -> None:
+        self._control.close()  # end of file: the worker kills what it still supervises and exits
+        try:
+            self._proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        shutil.rmtree(self._root, ignore_errors=True)
+
+    def close(self) -> None:
+        """Stop the worker and every child it still supervises."""
+        with self._lock:
+            self._discard()
+
+    def __enter__(self) -> SandboxWorker:  # noqa: PYI034 - Self needs Python 3.11
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- one call ---------------------------------------------------------------------------------
+
+    def _submit(self, request: dict, fds: list[int]) -> None:
+        with self._lock:
+            for attempt in (1, 2):
+                self._ensure_started()
+                try:
+                    socket.send_fds(self._control, [json.dumps(request).encode()], fds)
+                    return
+                except OSError:
+                    self._discard()  # the worker died between calls: start another once
+                    if attempt == 2:
+                        raise WorkerUnavailable("sandbox worker is gone") from None
+
+    def run(self, func: str, kwargs: dict, *, timeout_s: float, memory_mb: int | None = None,
+            memory_rlimit: str = "as", env: dict | None = None, scratch_dir: str | None = None,
+            output_keep: int = DEFAULT_OUTPUT_KEEP, flood_bytes: int = DEFAULT_FLOOD_BYTES) -> IsolatedResult:
+        """Call `module:function(**kwargs)` in a fresh child; see `run_isolated`."""
+        if memory_rlimit not in ("as", "data"):
+            raise ValueError(f"memory_rlimit must be 'as' or 'data', got {memory_rlimit!r}")
+        own_scratch = scratch_dir is None
+        if own_scratch:  # inside the worker's root, which the worker removes even if this process dies first
+            try:
+                with self._lock:
+                    self._ensure_started()
+                    root = self._root
+            except WorkerUnavailable as exc:
+                return IsolatedResult("crashed", None, None, None, 0.0, "", "", str(exc))
+            scratch = Path(tempfile.mkdtemp(prefix="call-", dir=root)).resolve()
+        else:
+            scratch = Path(scratch_dir).resolve()
+        scratch.mkdir(parents=True, exist_ok=True)
+        try:
+            return self._run_in(scratch, func, kwargs, timeout_s, memory_mb, memory_rlimit, env, output_keep,
+                                flood_bytes)
+        finally:
+            if own_scratch:
+                shutil.rmtree(scratch, ignore_errors=True)
+
+    def _run_in(self, scratch: Path, func: str, kwargs: dict, timeout_s: float, memory_mb: int | None,
+                memory_rlimit: str, env: dict | None, output_keep: int, flood_bytes: int) -> IsolatedResult:
+        token = secrets.token_hex(16)
+        result_path = scratch / f".result-{secrets.token_hex(8)}.json"
+        spec_path = scratch / ".sandbox-spec.json"
+        spec_path.write_text(json.dumps({"func": func, "kwargs": kwargs, "result_path": str(result_path),
+                                         "memory_mb": memory_mb, "memory_rlimit": memory_rlimit}))
+        request = {"spec_path": str(spec_path), "cwd": str(scratch), "env": child_environment(scratch, env)}
+        stdin_r, stdin_w = os.pipe()
+        stdout_r, stdout_w = os.pipe()
+        stderr_r, stderr_w = os.pipe()
+        watchdog_r, watchdog_w = os.pipe()  # only this process holds the write end: its death ends the child
+        reply, reply_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            self._submit(request, [stdin_r, stdout_w, stderr_w, watchdog_r, reply_theirs.fileno()])
+        except WorkerUnavailable as exc:
+            for fd in (stdin_r, stdin_w, stdout_r, stdout_w, stderr_r, stderr_w, watchdog_r, watchdog_w):
+                os.close(fd)
+            reply.close()
+            reply_theirs.close()
+            return IsolatedResult("crashed", None, None, None, 0.0, "", "", str(exc))
+        for fd in (stdin_r, stdout_w, stderr_w, watchdog_r):
+            os.close(fd)
+        reply_theirs.close()
+        started = time.monotonic()
+        try:
+            return self._supervise(reply, stdin_w, stdout_r, stderr_r, token, result_path, started, timeout_s,
+                                   output_keep, flood_bytes)
+        finally:
+            os.close(watchdog_w)
+            reply.close()
+
+    def _supervise(self, reply: socket.socket, stdin_w: int, stdout_r: int, stderr_r: int, token: str,
+                   result_path: Path, started: float, timeout_s: float, output_keep: int,
+                   flood_bytes: int) -> IsolatedResult:
+        stop = threading.Event()
+        send_lock = threading.Lock()
+
+        def kill() -> None:
+            with send_lock:
+                try:
+                    reply.send(b'{"kill": true}')
+                except OSError:
+                    pass
+
+        def on_flood() -> None:
+            stop.set()
+            kill()
+
+        pipes = [open(stdout_r, "rb"), open(stderr_r, "rb")]  # noqa: SIM115 - closed below
+        streams = [_BoundedStream(pipe, output_keep, flood_bytes, on_flood) for pipe in pipes]
+        pid = _receive(reply, None).get("pid")
+        try:
+            os.write(stdin_w, token.encode() + b"\n")
+        except OSError:
+            pass  # the child died before reading its token; how it died is reported below
+        os.close(stdin_w)
+        exit_message = _receive(reply, started + timeout_s)
+        timed_out = exit_message is None and not stop.is_set()
+        if exit_message is None:
+            kill()
+            exit_message = _receive(reply, time.monotonic() + KILL_GRACE_S)
+        wall_s = time.monotonic() - started
+        worker_lost = not exit_message or "exit" not in exit_message
+        if worker_lost:  # the worker itself died: kill the group from here
+            if pid:
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            returncode = -signal.SIGKILL
+        else:
+            returncode = int(exit_message["exit"])
+        for stream, pipe in zip(streams, pipes):
+            stream.join(timeout=2.0)
+            if not stream.alive:  # else a process that escaped the group holds the pipe: closing would block
+                pipe.close()
+        stdout, stderr = (s.text() for s in streams)
+        result = _read_result(result_path, token)
+        verdict, value, message = classify(result, returncode=returncode, timed_out=timed_out,
+                                           flooded=stop.is_set(), stderr=stderr, timeout_s=timeout_s)
+        if worker_lost and verdict == "crashed":
+            message = f"{message} (the sandbox worker stopped answering)"
+        return IsolatedResult(verdict=verdict, value=value, exit_code=returncode if returncode >= 0 else None,
+                              signal=-returncode if returncode < 0 else None, wall_s=round(wall_s, 3),
+                              stdout_tail=stdout, stderr_tail=stderr, message=message)
+
+
+def _receive(sock: socket.socket, deadline: float | None) -> dict | None:
+    """The next message from the worker on `sock`: a dict, {} when the worker hung up, None at the deadline."""
+    while True:
+        wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+        readable, _, _ = select.select([sock], [], [], wait)
+        if not readable:
+            return None
+        try:
+            data = sock.recv(65536)
+        except OSError:
+            return {}
+        return json.loads(data) if data else {}
+
+
+_DEFAULT_LOCK = threading.Lock()
+_DEFAULT: SandboxWorker | None = None
+
+
+def default_worker() -> SandboxWorker:
+    """The process-wide worker `run_isolated` uses (started on first use, stopped at exit)."""
+    global _DEFAULT
+    with _DEFAULT_LOCK:
+        if _DEFAULT is None:
+            _DEFAULT = SandboxWorker()
+            atexit.register(_DEFAULT.close)
+        return _DEFAULT
+
+
 def run_isolated(func: str, kwargs: dict, *, timeout_s: float, memory_mb: int | None = None,
                  memory_rlimit: str = "as", env: dict | None = None, scratch_dir: str | None = None,
-                 output_keep: int = DEFAULT_OUTPUT_KEEP, flood_bytes: int = DEFAULT_FLOOD_BYTES) -> IsolatedResult:
-    """Call `module:function(**kwargs)` in a fresh interpreter; never raises for anything the callee does.
+                 output_keep: int = DEFAULT_OUTPUT_KEEP, flood_bytes: int = DEFAULT_FLOOD_BYTES,
+                 worker: SandboxWorker | None = None) -> IsolatedResult:
+    """Call `module:function(**kwargs)` in a fresh child process; never raises for anything the callee does.
 
-    `kwargs` and the return value travel as JSON. `memory_mb` caps the child's address space (`memory_rlimit`
-    "as", RLIMIT_AS) or its data segment ("data", RLIMIT_DATA); leave it None for GPU work, since CUDA and
-    ROCm reserve far more virtual address space than they use. `scratch_dir` (kept afterwards) replaces the
-    fresh temporary directory (removed afterwards). `env` adds to the minimal environment.
+    `kwargs` and the return value travel as JSON. `timeout_s` is wall-clock from the fork. `memory_mb` caps the
+    child's address space (`memory_rlimit` "as", RLIMIT_AS) or its data segment ("data", RLIMIT_DATA); leave it
+    None for GPU work, since CUDA and ROCm reserve far more virtual address space than they use. `scratch_dir`
+    (kept afterwards) replaces the fresh temporary directory (removed afterwards). `env` adds to the minimal
+    environment. `worker` defaults to the process-wide `default_worker()`.
     """
-    if memory_rlimit not in ("as", "data"):
-        raise ValueError(f"memory_rlimit must be 'as' or 'data', got {memory_rlimit!r}")
-    own_scratch = scratch_dir is None
-    scratch = Path(tempfile.mkdtemp(prefix="nearpeak-sandbox-") if own_scratch else scratch_dir).resolve()
-    scratch.mkdir(parents=True, exist_ok=True)
-    token = secrets.token_hex(16)
-    result_path = scratch / f".result-{secrets.token_hex(8)}.json"
-    spec_path = scratch / ".sandbox-spec.json"
-    spec_path.write_text(json.dumps({"func": func, "kwargs": kwargs, "result_path": str(result_path),
-                                     "memory_mb": memory_mb, "memory_rlimit": memory_rlimit}))
-    started = time.monotonic()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "evaluator.sandbox_child", str(spec_path)],
-        cwd=scratch, env=child_environment(scratch, env), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, start_new_session=True, close_fds=True)
-    stop = threading.Event()
-
-    def on_flood() -> None:
-        stop.set()
-        _kill_group(proc.pid)
-
-    streams = [_BoundedStream(pipe, output_keep, flood_bytes, on_flood) for pipe in (proc.stdout, proc.stderr)]
-    try:
-        proc.stdin.write(token.encode() + b"\n")
-        proc.stdin.close()
-    except OSError:
-        pass  # the child died before reading its token; how it died is reported below
-    exited = _wait_without_reaping(proc.pid, started + timeout_s, stop)
-    flooded = stop.is_set()
-    _kill_group(proc.pid)  # timeout, flood, or leftovers of a finished child: the whole group goes
-    returncode = proc.wait()
-    wall_s = time.monotonic() - started
-    for stream, pipe in zip(streams, (proc.stdout, proc.stderr)):
-        stream.join(timeout=2.0)
-        if not stream.alive:  # else a process that escaped the group holds the pipe: closing would block
-            pipe.close()
-    stdout, stderr = (s.text() for s in streams)
-    result = _read_result(result_path, token)
-    verdict, value, message = classify(result, returncode=returncode, timed_out=not exited and not flooded,
-                                       flooded=flooded, stderr=stderr, timeout_s=timeout_s)
-    if own_scratch:
-        shutil.rmtree(scratch, ignore_errors=True)
-    return IsolatedResult(verdict=verdict, value=value, exit_code=returncode if returncode >= 0 else None,
-                          signal=-returncode if returncode < 0 else None, wall_s=round(wall_s, 3),
-                          stdout_tail=stdout, stderr_tail=stderr, message=message)
+    return (worker or default_worker()).run(func, kwargs, timeout_s=timeout_s, memory_mb=memory_mb,
+                                            memory_rlimit=memory_rlimit, env=env, scratch_dir=scratch_dir,
+                                            output_keep=output_keep, flood_bytes=flood_bytes)

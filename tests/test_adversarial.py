@@ -28,9 +28,11 @@ def test_manifest_has_a_case_per_defense():
     assert len(cheats) >= 12
     assert {"vendor_gemm", "process_network_ffi", "timer_patch", "rng_seeding", "evaluator_access", "file_io",
             "monkeypatch", "dynamic_code"} <= {c.rule for c in CASES if c.rule}
-    assert {"timeout", "crashed", "runtime_fault", "output_flood", "tampered"} <= {c.expect for c in CASES}
+    assert {"timeout", "crashed", "runtime_fault", "output_flood", "tampered", "foreign_compute"} <= {
+        c.expect for c in CASES}
+    assert {"file", "api", "foreign", "compare", "call", "guarded"} == {c.kind for c in CASES}
     for case in CASES:
-        if case.kind == "file":
+        if case.kind in ("file", "api", "foreign", "compare"):
             assert case.path.is_file(), case.path
 
 
@@ -53,8 +55,14 @@ def test_policy_violation_names_rule_and_line(cpu_suite):
     assert "torch.matmul(a, b.t(), out=c)" in outcome.detail
 
 
+def test_foreign_compute_names_the_operator_and_the_line(cpu_suite):
+    outcome = cpu_suite["provenance_one_tile_then_library"]
+    assert "torch operator aten.convolution at line 55" in outcome.detail
+
+
 def test_timeouts_end_near_their_limit(cpu_suite):
-    for name in ("sandbox_hang_at_import", "sandbox_infinite_loop_launch", "call.spin_forever"):
+    for name in ("sandbox_hang_at_import", "sandbox_infinite_loop_launch", "call.spin_forever",
+                 "static_eval_hang_at_import", "foreign_hang"):
         case = next(c for c in CASES if c.name == name)
         assert cpu_suite[name].wall_s < case.timeout_s + 5, name
 

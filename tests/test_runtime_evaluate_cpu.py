@@ -13,6 +13,7 @@ import textwrap
 import pytest
 import torch
 
+from evaluator import provenance
 from evaluator.runtime import evaluate
 from evaluator.runtime.device import DeviceInfo
 
@@ -71,6 +72,9 @@ def cpu_device(monkeypatch):
     monkeypatch.setattr(evaluate, "_device", lambda info: torch.device("cpu"))
     monkeypatch.setattr(evaluate, "read_driver_and_clocks", lambda backend, index: (None, {}))
     monkeypatch.setattr(evaluate, "UNTIMED_CHECK_CALLS", 10)
+    # The stand-in candidates compute with torch on the CPU, which the provenance trace rightly refuses:
+    # trust them here (test_provenance_trace_refuses_a_torch_launch shows the trace at work).
+    monkeypatch.setattr(evaluate, "_trace_launches", lambda module, path: provenance.Trace(str(path)))
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     yield info
@@ -93,7 +97,7 @@ def test_honest_candidate_gets_a_complete_record(tmp_path, cpu_device):
     assert rec["pct_of_peak"] == pytest.approx(100 * rec["tflops"] / 989.4)
     assert rec["input_sets"] >= 2 and rec["input_sets"] * 256 * 192 * 2 > 0
     assert {d["name"] for d in rec["defenses"]} == {"timed_outputs", "timed_stream", "stream_order", "fresh_inputs",
-                                                    "speed_of_light", "integrity"}
+                                                    "speed_of_light", "provenance", "integrity"}
     assert all(d["ok"] for d in rec["defenses"]) and rec["health"]["healthy"]
     assert "median" in rec["timing_method"] and rec["spread"]["vendor"]["samples"] >= 20
     assert json.loads(json.dumps(rec))["device"] == "CPU stand-in"
@@ -184,6 +188,28 @@ def test_compare_never_accepts_a_faster_wrong_candidate(tmp_path, cpu_device):
                               rounds=6, calls_per_round=3)
     assert result["speedup"] > 1 and not result["candidate_correct"] and not result["accepted"]
     assert "256x192x128" in result["candidate_verdict"]
+
+
+def test_compare_runs_the_candidate_defenses(tmp_path, cpu_device):
+    result = evaluate.compare(write(tmp_path, "fast.py", HONEST), write(tmp_path, "slow.py", SLOW), seed=2,
+                              rounds=8, calls_per_round=3)
+    names = [c["name"] for c in result["candidate_defenses"]]
+    assert names == ["timed_outputs", "timed_stream", "stream_order", "fresh_inputs", "provenance", "integrity"]
+    assert result["candidate_status"] == "ok" and all(c["ok"] for c in result["candidate_defenses"])
+
+
+def test_provenance_trace_refuses_a_torch_launch(tmp_path, cpu_device, monkeypatch):
+    """Without the test's trust, a launch that computes with torch is foreign compute, in eval and in compare."""
+    monkeypatch.undo()  # drop the fixture's trusted trace, keep a CPU device
+    info = cpu_device
+    monkeypatch.setattr(evaluate, "require_device", lambda target: info)
+    monkeypatch.setattr(evaluate, "_device", lambda info: torch.device("cpu"))
+    monkeypatch.setattr(evaluate, "read_driver_and_clocks", lambda backend, index: (None, {}))
+    rec = run(tmp_path, HONEST)
+    assert rec["status"] == "foreign_compute" and "aten." in rec["verdict"] and "line 11" in rec["verdict"]
+    result = evaluate.compare(write(tmp_path, "fast.py", HONEST), write(tmp_path, "slow.py", SLOW), seed=2,
+                              rounds=8, calls_per_round=3)
+    assert not result["accepted"] and result["candidate_status"] == "foreign_compute"
 
 
 def test_rotation_counts_every_output_buffer_a_set_feeds():

@@ -3,14 +3,92 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from evaluator.sandbox import classify, run_isolated
+from evaluator.sandbox import SandboxWorker, classify, run_isolated
 
 M = "tests.adversarial.misbehave"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return True
+    return state in ("Z", "X")
+
+
+def _wait_until(condition, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _lingering(info: Path, seconds: float = 120) -> tuple[int, int, Path]:
+    assert _wait_until(info.exists, seconds), "the sandboxed call never started"
+    assert _wait_until(lambda: len(info.read_text().split()) == 3, 5)
+    pid, child, cwd = info.read_text().split()
+    return int(pid), int(child), Path(cwd)
+
+
+def _reap_leftovers(*pids: int) -> None:
+    for pid in pids:
+        if not _gone(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_kill_9_of_the_caller_ends_its_sandboxed_children_and_their_scratch(tmp_path):
+    info = tmp_path / "info"
+    code = (f"from evaluator.sandbox import run_isolated; "
+            f"run_isolated('{M}:linger_with_child', {{'info_file': '{info}'}}, timeout_s=600)")
+    caller = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        pid, child, scratch = _lingering(info)
+        assert scratch.is_dir()
+        caller.kill()  # SIGKILL: the caller runs no cleanup at all
+        caller.wait()
+        dead = _wait_until(lambda: _gone(pid) and _gone(child), 10)
+        _reap_leftovers(pid, child)
+        assert dead, "a sandboxed process outlived its killed caller"
+        assert _wait_until(lambda: not scratch.exists(), 10), "scratch directory left behind"
+    finally:
+        caller.kill()
+
+
+def test_a_worker_that_dies_takes_its_children_and_the_call_reports_it(tmp_path):
+    info = tmp_path / "info"
+    with SandboxWorker(preload=()) as worker:
+        import threading
+
+        outcome = {}
+        call = threading.Thread(target=lambda: outcome.update(
+            result=worker.run(f"{M}:linger_with_child", {"info_file": str(info)}, timeout_s=600)))
+        call.start()
+        pid, child, _ = _lingering(info)
+        os.kill(worker.pid, signal.SIGKILL)
+        call.join(30)
+        dead = _wait_until(lambda: _gone(pid) and _gone(child), 10)
+        _reap_leftovers(pid, child)
+        assert dead and outcome["result"].verdict == "crashed"
+        assert "worker" in outcome["result"].message
+        assert worker.run(f"{M}:echo", {"x": 1}, timeout_s=60).value == {"x": 1}  # a fresh worker takes over
+
+
+def test_one_worker_serves_concurrent_calls():
+    import concurrent.futures
+
+    with SandboxWorker(preload=()) as worker, concurrent.futures.ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda i: worker.run(f"{M}:echo", {"i": i}, timeout_s=60), range(8)))
+    assert [r.value for r in results] == [{"i": i} for i in range(8)]
 
 
 def test_value_and_arguments_travel_as_json():

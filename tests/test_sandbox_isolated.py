@@ -86,7 +86,7 @@ def test_runtime_stage_reports_a_missing_gpu_only_when_required():
         return
     path = str(Path(CANDIDATES, "honest_sm90.py").resolve())
     args = {"path": path, "target": "sm90", "shape": None, "knobs": None, "seed": 1, "profile": False}
-    required = run_isolated("evaluator.isolated:runtime_stage", {**args, "required": True}, timeout_s=120)
+    required = run_isolated("evaluator.stages:runtime_stage", {**args, "required": True}, timeout_s=120)
     assert required.ok and required.value["status"] == "no_device"
-    optional = run_isolated("evaluator.isolated:runtime_stage", {**args, "required": False}, timeout_s=120)
+    optional = run_isolated("evaluator.stages:runtime_stage", {**args, "required": False}, timeout_s=120)
     assert optional.ok and optional.value is None

@@ -4,7 +4,7 @@
 "runtime" section), so `evaluator.sandbox` can run it in a fresh child process per candidate. What the
 candidate does wrong comes back in the dict: `status` is a reason code ("ok", "unwritten", "wrong_result",
 "inputs_modified", "non_finite", "cached_result", "untimed_work", "impossible_speed", "tampered",
-"compile_error", "launch_error", "runtime_fault") and `verdict` is "correct" or the sentence naming the first
+"foreign_compute", "compile_error", "launch_error", "runtime_fault") and `verdict` is "correct" or the sentence naming the first
 failing shape and where its error is largest; `summary` adds the headline figures of a passing kernel. Only
 "no GPU of this target here" (`NoDeviceError`) and malformed requests (`UsageError`, contract errors) raise.
 """
@@ -14,6 +14,7 @@ import secrets
 import time
 from collections.abc import Callable
 
+from .. import provenance
 from ..contract import load_candidate
 from ..errors import UsageError
 from ..records import RuntimeRecord
@@ -59,6 +60,18 @@ def _resolve(path, target: str | None, shape):
     if not spec.supports(shape):
         raise UsageError(f"shape {shape} is not a multiple of SHAPE_MULTIPLE {spec.shape_multiple}", file=str(path))
     return module, spec, get_target(target), shape
+
+
+def _trace_launches(module, path) -> provenance.Trace:
+    """Route every call of the candidate's `launch` (also its own calls of it) through a provenance trace."""
+    trace = provenance.Trace(str(path))
+    module.launch = provenance.guard(module.launch, trace)
+    return trace
+
+
+def _provenance_check(trace: provenance.Trace, launch_once: Callable[[], object]) -> dict:
+    """The device kernels a few more launches run (torch.profiler), judged with everything traced so far."""
+    return provenance.kernel_check(trace, provenance.profiled_kernel_names(launch_once))
 
 
 def _device(info: DeviceInfo):
@@ -206,11 +219,13 @@ def runtime_evaluate(path, target: str | None = None, shape=None, knobs: dict | 
     integrity = defenses.Integrity.capture()  # before the candidate's module runs any code
     started = _clock()
     module, spec, tgt, shape = _resolve(path, target, shape)
+    trace = _trace_launches(module, path)
     info = require_device(tgt.name)
     device = _device(info)
     seed = int(seed) if seed is not None else secrets.randbits(31)
     knobs = {**spec.knobs, **(knobs or {})}
     record = _base_record(info, seed, shape, knobs)
+    record["held_out_shape"] = list(corr.held_out_shape(spec.shape_multiple, seed))  # never shown to a proposer
     record["provenance"] = _provenance()
     phases: dict[str, float] = {"load_s": _clock() - started}
     record["phase_seconds"] = phases
@@ -235,6 +250,8 @@ def runtime_evaluate(path, target: str | None = None, shape=None, knobs: dict | 
         return finish(_fault_status(exc), _last_line(exc))
     phases["correctness_s"] = _clock() - t0
     record.update(shapes=[c.to_dict() for c in report.checks], reference_dtype=report.reference_dtype)
+    if not trace.ok:  # a right answer computed by someone else's code is no verdict on the candidate's kernel
+        return finish(provenance.STATUS, trace.error().message)
     if not report.ok:
         return finish(report.first_failure.reason or "wrong_result", report.verdict)
 
@@ -262,6 +279,7 @@ def runtime_evaluate(path, target: str | None = None, shape=None, knobs: dict | 
             defenses.cached_result_check(module.launch, sets[0], spec, knobs, shape,
                                          corr.generator_for(device, corr.shape_seed(seed, shape, 99)), sync),
             defenses.speed_of_light(record["tflops"], record["peak_tflops"], tgt.clock_ghz, max_clock),
+            _provenance_check(trace, lambda first=sets[0]: module.launch(**first, **knobs)),
         ]
     except Exception as exc:  # noqa: BLE001
         phases["defenses_s"] = _clock() - t0
@@ -302,15 +320,38 @@ def runtime_evaluate(path, target: str | None = None, shape=None, knobs: dict | 
     return finish("ok", "correct")
 
 
+def _candidate_defenses(module, spec, knobs: dict, shape, sets: list[dict], snapshots: list[dict], device,
+                        seed: int, trace: provenance.Trace, integrity: defenses.Integrity) -> list[dict]:
+    """The runtime defenses of `runtime_evaluate` that apply to the candidate side of a comparison."""
+    def sync():
+        synchronize(device)
+
+    return [
+        defenses.recheck_timed_outputs(sets, snapshots, spec, shape),
+        defenses.untimed_work_check(timing.Timer(device), lambda i: module.launch(**sets[i % len(sets)], **knobs),
+                                    UNTIMED_CHECK_CALLS),
+        defenses.stream_order_check(module.launch, sets[-1], spec, knobs, shape,
+                                    corr.generator_for(device, corr.shape_seed(seed, shape, 98)), device),
+        defenses.cached_result_check(module.launch, sets[0], spec, knobs, shape,
+                                     corr.generator_for(device, corr.shape_seed(seed, shape, 99)), sync),
+        _provenance_check(trace, lambda: module.launch(**sets[0], **knobs)),
+        integrity.check(),
+    ]
+
+
 def compare(candidate_path, incumbent_path, target: str | None = None, shape=None, min_gain: float = 0.0,
             seed: int | None = None, rounds: int = 20, calls_per_round: int = 10) -> dict:
     """Time candidate against incumbent interleaved on the same inputs; accept on the interval's low end.
 
-    Both kernels read the same rotating operand sets and write their own outputs. The candidate's outputs
-    of the timed calls are checked against the reference too, so a faster wrong kernel is never accepted.
-    Raises NoDeviceError when no GPU of the target is present.
+    Both kernels read the same rotating operand sets and write their own outputs. The candidate side gets
+    the defenses of `runtime_evaluate` (`candidate_defenses`): outputs of the timed calls checked and operands
+    unchanged, no work off the timed stream, no cached result, only its own kernels computing (traced on
+    every call), timers and evaluator untouched. A failure makes `accepted` False and names the reason in
+    `candidate_status`. Raises NoDeviceError when no GPU of the target is present.
     """
+    integrity = defenses.Integrity.capture()  # before either module runs any code
     cand_mod, cand_spec, tgt, shape = _resolve(candidate_path, target, shape)
+    trace = _trace_launches(cand_mod, candidate_path)
     inc_mod, inc_spec, _, _ = _resolve(incumbent_path, tgt.name, shape)
     for field in ("dtype", "out_dtype", "scales"):
         if getattr(cand_spec, field) != getattr(inc_spec, field):
@@ -320,6 +361,7 @@ def compare(candidate_path, incumbent_path, target: str | None = None, shape=Non
     device = _device(info)
     seed = int(seed) if seed is not None else secrets.randbits(31)
     sets, _ = _rotating_sets(cand_spec, shape, device, seed, _cache_bytes(info, tgt), outputs_per_set=2)
+    snapshots = [corr.snapshot_inputs(s) for s in sets]
     count = len(sets)
     inc_out = [s["c"].clone() for s in sets]
     cand_knobs, inc_knobs = cand_spec.knobs, inc_spec.knobs
@@ -332,11 +374,14 @@ def compare(candidate_path, incumbent_path, target: str | None = None, shape=Non
 
     result = timing.compare_interleaved(cand, inc, device, rounds=rounds, calls_per_round=calls_per_round,
                                         min_gain=min_gain, seed=seed)
-    checked = [corr.judge_output(s, cand_spec, shape) for s in sets]
-    bad = next((c for c in checked if not c.ok), None)
+    checks = _candidate_defenses(cand_mod, cand_spec, cand_knobs, shape, sets, snapshots, device, seed, trace,
+                                 integrity)
+    failed = next((c for c in checks if not c["ok"]), None)
     result.update(shape=list(shape), seed=seed, input_sets=count, device=info.name, measured=True,
-                  candidate_correct=bad is None, candidate_verdict=None if bad is None else bad.describe())
-    if bad is not None:
+                  candidate_defenses=checks, candidate_correct=failed is None,
+                  candidate_status="ok" if failed is None else failed.get("reason") or "rejected",
+                  candidate_verdict=None if failed is None else failed["detail"])
+    if failed is not None:
         result["accepted"] = False
     result["vs_vendor"] = _vendor_comparison(cand, cand_spec, sets, device, rounds, calls_per_round, seed)
     return result

@@ -237,10 +237,11 @@ def vendor_call(spec, args: dict[str, torch.Tensor]) -> tuple[Callable[[], objec
         sa = args.get("a_scale", one).reshape(())
         sb = args.get("b_scale", one).reshape(())
 
+        fast = spec.fast_accum  # the vendor accumulates the way the candidate declares it does (FAST_ACCUM)
+
         def scaled():
-            return torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=sb, out_dtype=out_dtype, use_fast_accum=True)
-        # Fast accumulation: the matrix unit's own fp8 accumulator, which is what a Gluon fp8 kernel gets too.
-        return scaled, "torch._scaled_mm (use_fast_accum=True)"
+            return torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=sb, out_dtype=out_dtype, use_fast_accum=fast)
+        return scaled, f"torch._scaled_mm (use_fast_accum={fast})"
     if out_dtype == a.dtype:
         out = torch.empty_like(args["c"])
 

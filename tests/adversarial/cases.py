@@ -1,9 +1,15 @@
 """The adversarial suite's manifest: every case, the defense it exercises, and the verdict it must get.
 
-Three kinds of case:
+The kinds of case:
 - "file": a candidate file under candidates/, run through `evaluator.isolated.evaluate_isolated`; `expect` is
   the record's status, `rule` a policy rule that must be among the violations, `reasons` the runtime reason
   codes that count as the right reason for a GPU rejection;
+- "api": a candidate file through the public `evaluator.api.evaluate(..., run=False)` (what `nearpeak eval FILE`
+  calls), to show the plain static path is sandboxed too;
+- "foreign": a file without the contract through `evaluator.api.evaluate_foreign` (`--entry`), with
+  `kwargs` `entry` and `args`;
+- "compare": the candidate through `evaluator.api.compare` against the incumbent named in `kwargs`; `expect`
+  is the comparison's `candidate_status` (or its `error`), and it must not be accepted;
 - "call": a function of misbehave.py run directly through `evaluator.sandbox.run_isolated`, to test the
   containment itself on behaviour the policy would have refused (`expect` is the sandbox verdict);
 - "guarded": like "call", with a copy of the evaluator tree watched by `evaluator.isolated.run_guarded`.
@@ -25,7 +31,7 @@ MISBEHAVE = "tests.adversarial.misbehave"
 class Case:
     name: str
     defense: str
-    kind: str                      # "file" | "call" | "guarded"
+    kind: str                      # "file" | "api" | "foreign" | "compare" | "call" | "guarded"
     expect: str                    # record status ("file") or sandbox verdict ("call", "guarded")
     rule: str | None = None        # policy rule that must be reported ("file" cases rejected by the policy)
     reasons: tuple[str, ...] = ()  # runtime statuses that count as the right reason (GPU "file" cases)
@@ -48,6 +54,13 @@ class Case:
 
 def _policy(name: str, rule: str, defense: str) -> Case:
     return Case(name, defense, "file", "policy_violation", rule=rule)
+
+
+def _provenance(name: str, defense: str) -> Case:
+    return Case(name, defense, "file", "foreign_compute", timeout_s=120)
+
+
+FOREIGN_ARGS = {"entry": "matmul", "args": ["a=256x128:float16", "b=128x256:float16:T"]}
 
 
 CASES: tuple[Case, ...] = (
@@ -76,6 +89,17 @@ CASES: tuple[Case, ...] = (
          timeout_s=8),
     Case("sandbox_endless_output", "bounded output: prints forever", "file", "output_flood", timeout_s=30),
     Case("sandbox_memory_hog", "memory limit: a terabyte at import", "file", "import_error", timeout_s=30),
+    # Provenance: only the candidate's own kernels compute, whatever the vendor call is named.
+    _provenance("provenance_conv_gemm", "kernel provenance: the product by a convolution (no matmul name)"),
+    _provenance("provenance_aliased_einsum", "kernel provenance: einsum through an alias the policy cannot resolve"),
+    _provenance("provenance_one_tile_then_library", "kernel provenance: kernel on one tile, a library does the rest"),
+    # One sandboxed path for every evaluation: the plain static API and foreign files too.
+    Case("static_eval_hang_at_import", "static `nearpeak eval` sandboxed: hangs at import", "api", "timeout",
+         target="gfx950", timeout_s=8),
+    Case("foreign_forbidden_import", "foreign file (--entry) policy-checked: imports subprocess", "foreign",
+         "policy_violation", rule="process_network_ffi", target="gfx950", kwargs=FOREIGN_ARGS),
+    Case("foreign_hang", "foreign file (--entry) sandboxed: its host function never returns", "foreign", "timeout",
+         target="gfx950", timeout_s=8, kwargs=FOREIGN_ARGS),
     # Containment tested directly, on behaviour the policy would have refused.
     Case("call.spin_forever", "wall-clock limit, process group killed", "call", "timeout", timeout_s=2),
     Case("call.segfault", "segfault contained", "call", "crashed", timeout_s=20),
@@ -117,6 +141,10 @@ CASES: tuple[Case, ...] = (
          healthy_after=True, timeout_s=300),
     Case("gpu_hang_kernel", "hung GPU kernel killed, GPU checked healthy after", "file", "timeout", gpu=True,
          healthy_after=True, timeout_s=90),
+    Case("gpu_foreign_on_device", "kernel provenance on the GPU: vendor compute only off the meta device", "file",
+         "foreign_compute", gpu=True, timeout_s=300),
+    Case("compare_only_cheat", "compare traces the candidate: vendor compute only while compared", "compare",
+         "foreign_compute", gpu=True, timeout_s=300, kwargs={"incumbent": "honest_sm90"}),
 )
 
 

@@ -55,6 +55,16 @@ def fork_and_linger(pid_file: str):
     return pid
 
 
+def linger_with_child(info_file: str):
+    """Forks a sleeping child, writes "own pid, child pid, working directory", then sleeps: only death ends it."""
+    child = os.fork()
+    if child == 0:
+        time.sleep(600)
+        os._exit(0)
+    Path(info_file).write_text(f"{os.getpid()} {child} {os.getcwd()}")
+    time.sleep(600)
+
+
 def spawn_and_linger(pid_file: str):
     """Starts a separate program that outlives this call."""
     proc = subprocess.Popen(["sleep", "600"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -9,11 +9,11 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from evaluator import integrity
+from evaluator import api, integrity
 from evaluator.isolated import evaluate_isolated, run_guarded
 from evaluator.sandbox import run_isolated
 
-from .cases import Case
+from .cases import CANDIDATES, Case
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,18 @@ def _judge_record(case: Case, record: dict, target_present: bool) -> tuple[str, 
     return status, passed, message, runtime_ran
 
 
+def _judge_comparison(case: Case, present_target: str | None) -> tuple[str, bool, str, bool]:
+    """Check the candidate with `eval --run` first (it may pass: the cheat hides there), then compare it."""
+    record = evaluate_isolated(case.path, run=True, timeout_s=case.timeout_s)
+    incumbent = CANDIDATES / f"{case.kwargs['incumbent']}.py"
+    result = api.compare(case.path, incumbent, timeout_s=case.timeout_s)
+    got = result.get("error") or result.get("candidate_status") or "?"
+    passed = got == case.expect and not result.get("accepted")
+    detail = (f"eval --run: {record.get('status')}; compare: accepted={result.get('accepted')} "
+              f"{result.get('candidate_verdict') or result.get('message') or ''}")
+    return got, passed, detail, isinstance(record.get("runtime"), dict)
+
+
 def run_case(case: Case, present_target: str | None = None) -> Outcome:
     """Run `case` and judge it; never raises for what the candidate does."""
     started = time.monotonic()
@@ -84,6 +96,15 @@ def run_case(case: Case, present_target: str | None = None) -> Outcome:
         if case.kind == "file":
             record = evaluate_isolated(case.path, timeout_s=case.timeout_s)
             got, passed, detail, runtime_ran = _judge_record(case, record, present_target == case.target)
+        elif case.kind == "api":
+            record = api.evaluate(case.path, run=False, timeout_s=case.timeout_s)
+            got, passed, detail, runtime_ran = _judge_record(case, record, False)
+        elif case.kind == "foreign":
+            records = api.evaluate_foreign(case.path, case.kwargs["entry"], case.kwargs["args"], case.target,
+                                           timeout_s=case.timeout_s)
+            got, passed, detail, runtime_ran = _judge_record(case, records[0], False)
+        elif case.kind == "compare":
+            got, passed, detail, runtime_ran = _judge_comparison(case, present_target)
         elif case.kind == "call":
             result = run_isolated(case.func, _fill(case.kwargs, tmp, None), timeout_s=case.timeout_s,
                                   memory_mb=case.memory_mb)

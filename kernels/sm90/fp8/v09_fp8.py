@@ -9,10 +9,11 @@ What changes from kernels/sm90/bf16/v09_tuned.py:
 - Per-tensor scales (SCALES = "per_tensor"): two 1-element fp32 tensors, read once per CTA before the tile loop
   and applied to the fp32 accumulator in the epilogue, C = (a_scale * b_scale) * (A @ B^T), then rounded to bf16.
 - Accumulation uses Triton's Hopper default for fp8 (`max_num_imprecise_acc` = 2^30: the tensor core's own
-  accumulator, no periodic promotion to full fp32), i.e. torch._scaled_mm's use_fast_accum=True. The benchmark
-  compares against _scaled_mm's default (use_fast_accum=False, the more careful accumulation), so the
-  comparison favours this kernel somewhat; the measured relative errors were 1.7e-3 to 2.6e-3 against a
-  float64 reference, close to bf16 output rounding.
+  accumulator, no periodic promotion to full fp32), i.e. torch._scaled_mm's use_fast_accum=True; the file
+  declares FAST_ACCUM = True and the evaluator's vendor baseline runs _scaled_mm the same way. (The figures
+  below, from before that, compared against _scaled_mm's default use_fast_accum=False, which favoured this
+  kernel.) The measured relative errors were 1.7e-3 to 2.6e-3 against a float64 reference, close to bf16
+  output rounding.
 
 What to look for in SASS: `QGMMA.64x256x32.F32.E4M3.E4M3` in the consumers, two `LDG` of the scales, an `FMUL`
 pass over the 128 accumulator registers before the bf16 conversion, and v09's producer/consumer skeleton.
@@ -44,6 +45,7 @@ OUT_DTYPE = "bfloat16"
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 2048), (16384, 8192, 4096), (256, 8192, 8192)]
 SHAPE_MULTIPLE = (1, 8, 16)  # TMA zero-fills partial boxes; row strides must be 16-byte multiples
 SCALES = "per_tensor"
+FAST_ACCUM = True  # accumulates in the wgmma accumulator: the vendor baseline uses use_fast_accum=True too
 KNOBS = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 128, "NUM_STAGES": 4, "GROUP_M": 8, "PRODUCER_REGS": 40,
          "EPILOGUE_SPLIT": 4, "FIT_GRID": 1, "num_warps": 8}
 KNOB_CHOICES = {"NUM_STAGES": [3, 4], "GROUP_M": [4, 8, 16], "PRODUCER_REGS": [24, 40], "EPILOGUE_SPLIT": [2, 4],
