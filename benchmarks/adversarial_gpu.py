@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     started = time.monotonic()
-    target = detect_target()
+    target = detect_target()  # also starts the warm sandbox worker, so no case's wall time includes that
     environment = describe_environment()
     outcomes = []
     for case in CASES:

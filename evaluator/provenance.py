@@ -17,6 +17,7 @@ A violation gives the status `foreign_compute`, naming the operator or kernel an
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -41,8 +42,8 @@ NON_COMPUTING_OPS = frozenset({
     "ones", "ones_like", "new_ones", "full", "full_like", "new_full", "scalar_tensor", "arange", "fill_", "zero_",
     "record_stream",
 })
-# Device kernels (profiler names) that only write constants, for allocations and fills above.
-NON_COMPUTING_KERNELS = ("FillFunctor", "Memset", "memset")
+# Device activity (profiler names) that only writes constants or moves bytes: fills, memsets, copies.
+NON_COMPUTING_KERNELS = ("FillFunctor", "Memset", "memset", "Memcpy")
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,7 @@ class Trace:
     foreign: list[Foreign] = field(default_factory=list)
     operators: dict[str, int] = field(default_factory=dict)    # allowed aten operators seen, with counts
     own_kernels: dict[str, int] = field(default_factory=dict)  # the candidate's kernels launched, by name
+    own_names: set[str] = field(default_factory=set)            # every kernel the candidate's file defines
 
     def __post_init__(self):
         self.candidate_file = str(Path(self.candidate_file).resolve())
@@ -105,10 +107,22 @@ class Trace:
         else:
             self.add(Foreign("triton_kernel", name, self.candidate_line(), f" (defined in {source_file})"))
 
+    def declare_module(self, module) -> None:
+        """Note the Triton/Gluon kernels `module` defines in the candidate's file (also those it launches
+        through Triton's C launcher directly, which the JITFunction hook does not see)."""
+        from triton.runtime.jit import JITFunction
+
+        for value in vars(module).values():
+            while not isinstance(value, JITFunction) and hasattr(value, "fn"):  # Autotuner, Heuristics
+                value = value.fn
+            if isinstance(value, JITFunction) and value.fn.__code__.co_filename == self.candidate_file:
+                self.own_names.add(value.__name__)
+
     def check_device_kernels(self, names: list[str]) -> None:
         """Judge the device kernels a profiled launch ran: the candidate's own, constant fills, or foreign."""
+        own = self.own_names | set(self.own_kernels)
         for name in names:
-            if name in self.own_kernels or any(marker in name for marker in NON_COMPUTING_KERNELS):
+            if name in own or any(marker in name for marker in NON_COMPUTING_KERNELS):
                 continue
             self.add(Foreign("device_kernel", name[:200], None))
 
@@ -150,6 +164,7 @@ def _install_kernel_hook() -> None:
     _HOOKED = True
 
 
+@functools.cache
 def _mode_class():
     from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -182,10 +197,17 @@ def recording(trace: Trace) -> Iterator[Trace]:
 
 
 def guard(launch, trace: Trace):
-    """`launch` wrapped so that every call records into `trace`."""
+    """`launch` wrapped so that every call records into `trace` (a few microseconds of host time per call)."""
+    _install_kernel_hook()
+    mode = _mode_class()(trace)
+
     def guarded(*args, **kwargs):
-        with recording(trace):
-            return launch(*args, **kwargs)
+        with mode:
+            _ACTIVE.append(trace)
+            try:
+                return launch(*args, **kwargs)
+            finally:
+                _ACTIVE.remove(trace)
 
     return guarded
 

@@ -65,6 +65,7 @@ def _resolve(path, target: str | None, shape):
 def _trace_launches(module, path) -> provenance.Trace:
     """Route every call of the candidate's `launch` (also its own calls of it) through a provenance trace."""
     trace = provenance.Trace(str(path))
+    trace.declare_module(module)
     module.launch = provenance.guard(module.launch, trace)
     return trace
 
