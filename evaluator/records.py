@@ -68,6 +68,7 @@ class RuntimeRecord:
     correct: bool
     measured: bool = True
     seed: int | None = None
+    held_out_shape: list[int] | None = None  # drawn from `seed`; never shown to a proposer
     shape: list[int] | None = None
     knobs: dict | None = None
     device: str | None = None
@@ -141,6 +142,7 @@ class EvaluationRecord:
     static: dict | None = None       # a StaticRecord as JSON
     runtime: dict | None = None      # a RuntimeRecord as JSON
     policy: dict | None = None
+    kernel_provenance: dict | None = None  # who computed, in the static stage (evaluator.provenance)
     sandbox: list[dict] | None = None
     integrity: dict | None = None
     gpu_health: dict | None = None
