@@ -14,7 +14,7 @@ from pathlib import Path
 
 from evaluator import cli as evaluator_cli
 from evaluator.errors import EXIT_CANDIDATE, EXIT_OK, EXIT_USAGE
-from evaluator.targets import known_targets
+from evaluator.targets import DEFAULT_TARGET, known_targets
 
 from .climb import climb
 from .evaluation import Evaluator
@@ -57,8 +57,8 @@ def register(subparsers) -> None:
     run.add_argument("--target", choices=known_targets(),
                      help="GPU family to optimize for (default: the starting kernel's TARGET)")
     run.add_argument("--from", dest="from_file", metavar="KERNEL_FILE",
-                     help="starting kernel (contract file; default: stage v00 of the target's ladder, gfx950 if "
-                          "no target is given)")
+                     help="starting kernel (contract file; default: stage v00 of the target's ladder, "
+                          f"{DEFAULT_TARGET} if no target is given)")
     run.add_argument("--proposer", choices=("llm", "ladder", "tune"),
                      help="where candidates come from (default: llm when an endpoint is configured through "
                           "OPENAI_API_KEY, OPENAI_BASE_URL or --base-url, else ladder)")
@@ -256,7 +256,7 @@ def _writable(path: Path) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="nearpeak",
-        description="Agent-driven optimization of Gluon GEMM kernels for gfx950 (MI350/MI355) and sm90 (H100/H200).")
+        description=f"Agent-driven optimization of Gluon GEMM kernels for {', '.join(known_targets())}.")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     evaluator_cli.register(subparsers)
     register(subparsers)

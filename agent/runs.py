@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from evaluator.targets import DEFAULT_TARGET
+
 from .config import RunConfig
 from .evaluation import MEASURED, OBJECTIVES, STATIC, Evaluator, describe_failure
 from .ledger import Ledger
@@ -97,11 +99,11 @@ def require_endpoint(base_url: str | None) -> None:
 
 def _starting_file(request: NewRun, say: Progress) -> tuple[str, Path]:
     """(target, kernel file): a bare `nearpeak run` starts from the first stage of the target's main ladder
-    (gfx950 by default, which needs neither a GPU nor an API key)."""
+    (evaluator.targets.DEFAULT_TARGET by default, which needs neither a GPU nor an API key)."""
     target = request.target
     if request.from_file:
         return target, Path(request.from_file)
-    target = target or "gfx950"
+    target = target or DEFAULT_TARGET
     stages = stage_paths(default_ladder_dir(target))
     if not stages:
         raise CommandError(f"no --from given and no reference stages in {default_ladder_dir(target)}")

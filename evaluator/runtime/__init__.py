@@ -3,8 +3,8 @@
 Entry points: `runtime_evaluate` (one candidate; returns the record's "runtime" section) and `compare`
 (candidate against incumbent, interleaved, with a confidence interval). Both need a GPU of the kernel's
 target and raise `evaluator.errors.NoDeviceError` without one. The modules below them (correctness,
-timing, defenses) also run on CPU tensors, which is how CI tests them. The same path serves CUDA (sm90)
-and ROCm (gfx950) PyTorch; the gfx950 side is unverified on hardware.
+timing, defenses) also run on CPU tensors, which is how CI tests them. The same path serves CUDA and ROCm
+PyTorch; the ROCm side has not yet run on hardware (`Target.verified_on_hardware`).
 
 The "runtime" section (every figure measured on the named device unless `provenance` says otherwise):
 

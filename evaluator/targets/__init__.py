@@ -9,7 +9,7 @@ from importlib import import_module
 from ..errors import UsageError
 from .base import Ladder, Target, Toolchain
 
-__all__ = ["Ladder", "Target", "Toolchain", "UnknownTargetError", "all_targets", "get_target", "known_targets",
+__all__ = ["DEFAULT_TARGET", "Ladder", "Target", "Toolchain", "UnknownTargetError", "all_targets", "get_target", "known_targets",
            "target_for_device"]
 
 _FOLDERS = (
@@ -17,6 +17,10 @@ _FOLDERS = (
     "gfx950",
     "sm90",
 )
+
+
+# What a bare `nearpeak run` starts from: the seed's ladder, which needs neither a GPU nor an API key.
+DEFAULT_TARGET = "gfx950"
 
 
 class UnknownTargetError(UsageError, ValueError):
