@@ -32,7 +32,14 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from batch_files import write_batch_dir
 
-from evaluator.batch import SANDBOX_KIND, ScoreOptions, expand_paths, run_batch, summary_table
+from evaluator.batch import (
+    SANDBOX_KIND,
+    ScoreOptions,
+    expand_paths,
+    run_batch,
+    sandboxed_seconds,
+    summary_table,
+)
 
 
 def timed_batch(paths: list[str], options: ScoreOptions, jobs: int) -> dict:
@@ -47,7 +54,7 @@ def timed_batch(paths: list[str], options: ScoreOptions, jobs: int) -> dict:
 
     records = run_batch(paths, options, jobs=jobs, on_file=on_file)
     wall = time.monotonic() - started
-    own = {Path(str(r["file"])).name: (r.get("sandbox") or {}).get("wall_s") for r in records}
+    own = {Path(str(r["file"])).name: sandboxed_seconds(r) for r in records}
     return {"files": len(paths), "wall_s": round(wall, 2), "files_per_s": round(len(paths) / wall, 3),
             "load_average_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],
             "finished_at_s": {Path(p).name: round(t, 2) for p, t in finished.items()}, "own_wall_s": own,

@@ -143,8 +143,8 @@ def score_file(path: str, options: ScoreOptions) -> list[dict]:
                           timeout_s=options.timeout_s, memory_mb=STATIC_MEMORY_MB)
     result = guarded.result
     note = target_note(path, options.target)
-    sandbox = {"verdict": result.verdict, "wall_s": result.wall_s, "exit_code": result.exit_code,
-               "signal": result.signal}
+    sandbox = [{"stage": "static", "verdict": result.verdict, "wall_s": result.wall_s, "exit_code": result.exit_code,
+                "signal": result.signal, "message": result.message}]
     if guarded.tampered:
         return [failure_record(path, target, "tampered", "evaluator files changed while the file was scored: "
                                + ", ".join(guarded.tampered), integrity={"changed": list(guarded.tampered)},
@@ -162,6 +162,11 @@ def score_file(path: str, options: ScoreOptions) -> list[dict]:
         if note:
             record["note"] = note
     return records
+
+
+def sandboxed_seconds(record: dict) -> float:
+    """Wall time of the sandboxed stages behind a record (0 when none ran, e.g. a policy refusal)."""
+    return round(sum(stage.get("wall_s") or 0 for stage in record.get("sandbox") or []), 3)
 
 
 # ---------------------------------------------------------------------------------------------

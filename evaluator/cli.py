@@ -170,7 +170,7 @@ def run_eval(args) -> int:
 
 def run_batch_eval(args) -> int:
     """`nearpeak eval PATH... [--jobs N] [--jsonl OUT] [--resume]`: progress on stderr, the summary at the end."""
-    from .batch import DEFAULT_FILE_TIMEOUT_S, expand_paths, run_batch, summary_table, target_note
+    from .batch import DEFAULT_FILE_TIMEOUT_S, expand_paths, run_batch, sandboxed_seconds, summary_table, target_note
 
     paths = expand_paths(args.paths)
     for note in filter(None, (target_note(p, args.target) for p in paths)):
@@ -179,7 +179,7 @@ def run_batch_eval(args) -> int:
 
     def progress(path: str, records: list[dict], done: int, total: int) -> None:
         statuses = ", ".join(r["status"] + (f"#{r['config']['index']}" if r.get("config") else "") for r in records)
-        wall = max((r.get("sandbox") or {}).get("wall_s") or 0 for r in records)
+        wall = max(map(sandboxed_seconds, records))
         print(f"[{done}/{total}] {path}: {statuses} ({wall:.1f} s)", file=sys.stderr, flush=True)
         if args.json:
             for record in records:

@@ -305,7 +305,9 @@ def classify_failure(exc: BaseException, candidate_file: str) -> NearpeakError:
     where = own[-1] if own else None
     elsewhere = f" (in {Path(where.filename).name}:{where.lineno})" if where and Path(
         where.filename).resolve() != candidate else ""
-    if isinstance(exc, AssertionError) and where:
+    frames = traceback.extract_tb(exc.__traceback__)
+    raised_by_own_code = bool(frames) and where is not None and frames[-1] == where
+    if isinstance(exc, AssertionError) and raised_by_own_code:  # not an assert inside torch the host code called
         said = str(exc) or (where.line or "").strip()
         return ContractError(f"the host code's own check failed{elsewhere}: {said}", file=candidate_file, line=line)
     return EntryFailure(f"the host code raised {type(exc).__name__}{elsewhere}: {_last_line(str(exc))}",

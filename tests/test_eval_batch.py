@@ -11,7 +11,7 @@ import pytest
 from batch_files import write_batch_dir
 from conftest import ROOT, TEST_KERNELS
 
-from evaluator.batch import done_files, expand_paths, summary_table
+from evaluator.batch import done_files, expand_paths, sandboxed_seconds, summary_table
 from evaluator.errors import EXIT_USAGE, UsageError
 
 
@@ -106,7 +106,7 @@ def test_thirty_files_with_hanging_crashing_and_invalid_ones(tmp_path):
     assert Counter(r["status"] for r in records) == expected
     for record in records:
         if record["status"] == "timeout":
-            assert limit <= record["sandbox"]["wall_s"] < limit + 10
+            assert limit <= sandboxed_seconds(record) < limit + 10
         if record["status"] == "crashed":
             assert "LLVM ERROR" in record["message"]
     summary = out.stderr[out.stderr.index("30 records:"):]

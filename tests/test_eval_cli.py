@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 from conftest import ROOT, TEST_KERNELS
 
 from evaluator import SCHEMA_VERSION
@@ -284,3 +285,11 @@ def test_float_and_bool_arguments_reach_the_kernel_signature():
     kernel = launch.kernels[0]
     assert kernel.signature["alpha"] == "fp32" and kernel.signature["c_ptr"] == "*bf16"
     assert True in kernel.constants.values() and not launch.configs
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="torch answers the capability query where CUDA is built in")
+def test_assert_raised_inside_a_library_is_an_entry_error_not_a_contract_error():
+    out = foreign("foreign_cuda_query.py", "scale", "--target", "sm90", "--arg", "x=1024:fp32", "--json")
+    (record,) = records_of(out)
+    assert record["status"] == "entry_error" and "AssertionError" in record["message"]
+    assert record["line"] == line_of(TEST_KERNELS / "foreign_cuda_query.py", "torch.cuda.get_device_capability()")
