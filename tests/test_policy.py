@@ -120,3 +120,37 @@ def test_every_reference_kernel_passes(path):
 def test_honest_adversarial_kernels_pass():
     for name in ("honest_sm90", "honest_gfx950"):
         assert check_policy(ROOT / "tests" / "adversarial" / "candidates" / f"{name}.py") == []
+
+
+FOREIGN_TUTORIAL = """
+import importlib
+import os
+import sys
+import time
+
+import torch
+import triton
+common = importlib.import_module("05-common")
+
+def matmul(a, b):
+    if os.environ.get("VERBOSE"):
+        print(time.time(), sys.argv)
+    return torch.matmul(a, b)
+"""
+
+
+def test_a_foreign_file_is_held_only_to_containment():
+    """Scored as written (--entry): siblings, importlib, os paths and even torch.matmul pass; escapes do not."""
+    assert check_source(FOREIGN_TUTORIAL, foreign=True) == []
+    assert "vendor_gemm" in {v.rule for v in check_source(FOREIGN_TUTORIAL)}  # a candidate could not do this
+    for escape, rule in [("import subprocess\n", "process_network_ffi"), ("import socket\n", "process_network_ffi"),
+                         ("import os\nos.system('x')\n", "process_network_ffi"), ("import ctypes\n", "process_network_ffi"),
+                         ("import evaluator.runtime\n", "evaluator_access"), ("from agent import loop\n", "evaluator_access")]:
+        assert [v.rule for v in check_source(escape, foreign=True)] == [rule], escape
+
+
+def test_foreign_fixtures_of_the_scorer_pass_the_foreign_policy():
+    for path in sorted((ROOT / "tests" / "kernels").glob("foreign_*.py")):
+        assert check_policy(path, foreign=True) == [], path.name
+    refused = check_policy(ROOT / "tests" / "adversarial" / "candidates" / "foreign_forbidden_import.py", foreign=True)
+    assert [v.rule for v in refused] == ["process_network_ffi"]

@@ -80,6 +80,24 @@ def test_coarse_multiples_get_whole_tiles_only():
     assert shape[0] % 256 == 0 and shape[1] % 256 == 0 and shape[2] % 64 == 0
 
 
+def test_verdicts_never_name_the_held_out_dimensions():
+    s = spec(multiple=(16, 16, 32), shape=(256, 256, 256))
+    shapes = corr.correctness_shapes(s, seed=5)
+    held_out = corr.held_out_shape(s.shape_multiple, 5)
+    dims = "x".join(map(str, held_out))
+    passed = corr.check_correctness(honest, s, shapes, {}, "cpu", 5, held_out=held_out)
+    assert passed.ok and "held-out shape" in passed.verdict and dims not in passed.verdict
+    assert [c.held_out for c in passed.checks] == [False, False, True]  # the record still says which it was
+
+    def wrong_off_tile(a, b, c):  # right on tile multiples, wrong on the held-out shape's ragged edge
+        honest(a, b, c)
+        if c.shape[0] % 128:
+            c[-1, -1] += 100.0
+
+    failed = corr.check_correctness(wrong_off_tile, s, shapes, {}, "cpu", 5, held_out=held_out)
+    assert not failed.ok and failed.verdict.startswith("held-out shape:") and dims not in failed.verdict
+
+
 # ---------------------------------------------------------------------------------------------
 # Inputs
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import torch
 
@@ -202,6 +202,7 @@ class ShapeCheck:
     worst_index: tuple[int, int] | None   # (row, col) of the largest error, or of the first bad element
     bad_elements: int = 0
     detail: str = ""
+    held_out: bool = False         # the seed's held-out shape: its sentence never names its dimensions
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -209,9 +210,14 @@ class ShapeCheck:
         d["worst_index"] = list(self.worst_index) if self.worst_index else None
         return d
 
+    @property
+    def label(self) -> str:
+        """How sentences name the shape: its dimensions, or "held-out shape" (verdicts reach the proposer)."""
+        return "held-out shape" if self.held_out else "x".join(str(d) for d in self.shape)
+
     def describe(self) -> str:
         where = f" at (row {self.worst_index[0]}, col {self.worst_index[1]})" if self.worst_index else ""
-        shape = "x".join(str(d) for d in self.shape)
+        shape = self.label
         if self.ok:
             return f"{shape}: relative error {self.rel_error:.2e} <= {self.tolerance:.1e}"
         if self.reason == "wrong_result" and self.detail:
@@ -314,10 +320,13 @@ def check_shape(launch: Launch, spec, shape, knobs: dict, device, seed: int,
 
 
 def check_correctness(launch: Launch, spec, shapes, knobs: dict, device, seed: int,
-                      sync: Callable[[], None] = lambda: None) -> CorrectnessReport:
-    """Check every shape; the verdict names the first one that fails and where its error is largest."""
-    checks = tuple(check_shape(launch, spec, shape, knobs, device, seed, sync) for shape in shapes)
+                      sync: Callable[[], None] = lambda: None, held_out=None) -> CorrectnessReport:
+    """Check every shape; the verdict names the first one that fails and where its error is largest.
+
+    The shape equal to `held_out` is marked in its check and called "held-out shape" in the verdict.
+    """
+    checks = tuple(replace(c, held_out=held_out is not None and c.shape == tuple(held_out))
+                   for c in (check_shape(launch, spec, shape, knobs, device, seed, sync) for shape in shapes))
     failed = next((c for c in checks if not c.ok), None)
-    verdict = "correct on " + ", ".join("x".join(map(str, c.shape)) for c in checks) if failed is None \
-        else failed.describe()
+    verdict = "correct on " + ", ".join(c.label for c in checks) if failed is None else failed.describe()
     return CorrectnessReport(ok=failed is None, verdict=verdict, checks=checks, seed=seed)

@@ -245,7 +245,8 @@ def runtime_evaluate(path, target: str | None = None, shape=None, knobs: dict | 
     shapes = corr.correctness_shapes(spec, seed, shape)
     record["tolerance"] = corr.tolerance_for(spec.dtype, spec.out_dtype)
     try:
-        report = corr.check_correctness(module.launch, spec, shapes, knobs, device, seed, sync)
+        report = corr.check_correctness(module.launch, spec, shapes, knobs, device, seed, sync,
+                                        held_out=record["held_out_shape"])
     except Exception as exc:  # noqa: BLE001 - whatever the candidate's launch raised is its verdict
         phases["correctness_s"] = _clock() - t0
         return finish(_fault_status(exc), _last_line(exc))
