@@ -32,7 +32,8 @@ def _markdown(report: dict) -> str:
     env = report["environment"]
     device = env.get("device") or {}
     lines = [
-        f"# Adversarial suite: {report['summary']['passed']} of {report['summary']['ran']} cases got their verdict",
+        f"# Adversarial suite: {report['summary']['passed']} of {report['summary']['ran']} cases got their verdict"
+        + ("" if report.get("complete", True) else " (run cut short: the cases run so far)"),
         "",
         *markdown_lines(report["meta"]),
         f"- device: {device.get('name', 'none')} (driver {device.get('driver')}), target {report['target']}",
@@ -61,33 +62,38 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     started = time.monotonic()
+    meta = run_metadata()
     target = detect_target()  # also starts the warm sandbox worker, so no case's wall time includes that
     environment = describe_environment()
-    outcomes = []
-    for case in CASES:
-        if (args.only and case.name not in args.only) or case.name in args.skip:
-            continue
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    chosen = [c for c in CASES if not ((args.only and c.name not in args.only) or c.name in args.skip)]
+    outcomes: list[Outcome] = []
+    for case in chosen:
         outcome = run_case(case, target) if not case.gpu or case.target == target else _skipped(case)
         outcomes.append(outcome)
         mark = "skip" if outcome.got == "skipped" else ("ok" if outcome.passed else "BAD")
         print(f"{mark:4s} {outcome.name:32s} {outcome.got:18s} {outcome.wall_s:6.1f} s  "
               f"{outcome.detail[:90]}", flush=True)
-    ran = [o for o in outcomes if o.got != "skipped"]
-    report = {
-        "meta": run_metadata(),
-        "target": target,
-        "environment": environment,
-        "wall_s": round(time.monotonic() - started, 1),
-        "summary": {"ran": len(ran), "passed": sum(o.passed for o in ran), "skipped": len(outcomes) - len(ran),
-                    "failed": [o.name for o in ran if not o.passed]},
-        "cases": [o.to_dict() for o in outcomes],
-    }
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"{args.name}.json").write_text(json.dumps(report, indent=2) + "\n")
-    (out / f"{args.name}.md").write_text(_markdown(report))
-    print(f"{report['summary']['passed']}/{len(ran)} cases got their verdict; wrote {out / args.name}.json/.md")
+        report = _report(meta, target, environment, started, outcomes, complete=len(outcomes) == len(chosen))
+        _write(out, args.name, report)  # after every case, so a run cut short keeps every verdict it got
+    print(f"{report['summary']['passed']}/{report['summary']['ran']} cases got their verdict; "
+          f"wrote {out / args.name}.json/.md")
     return 0 if not report["summary"]["failed"] else 1
+
+
+def _report(meta: dict, target, environment: dict, started: float, outcomes: list[Outcome], complete: bool) -> dict:
+    ran = [o for o in outcomes if o.got != "skipped"]
+    return {"meta": meta, "target": target, "environment": environment, "complete": complete,
+            "wall_s": round(time.monotonic() - started, 1),
+            "summary": {"ran": len(ran), "passed": sum(o.passed for o in ran), "skipped": len(outcomes) - len(ran),
+                        "failed": [o.name for o in ran if not o.passed]},
+            "cases": [o.to_dict() for o in outcomes]}
+
+
+def _write(out: Path, name: str, report: dict) -> None:
+    (out / f"{name}.json").write_text(json.dumps(report, indent=2) + "\n")
+    (out / f"{name}.md").write_text(_markdown(report))
 
 
 if __name__ == "__main__":

@@ -94,7 +94,8 @@ def _fmt(stat: dict | None, digits: int) -> str:
 
 def render(report: dict) -> str:
     device = report.get("device") or {}
-    lines = [f"# sm90 ladder on {device.get('device', 'no device')} (evaluator runtime stage)", "",
+    cut = "" if report.get("complete", True) else " (run cut short: the rows measured so far)"
+    lines = [f"# sm90 ladder on {device.get('device', 'no device')} (evaluator runtime stage){cut}", "",
              *markdown_lines(report["meta"]),
              f"- device: {device.get('device')}, driver {device.get('driver')}, clocks {device.get('clocks_mhz')}",
              (f"- versions: torch {device.get('torch_version')}, triton {device.get('triton_version')}, "
@@ -132,6 +133,9 @@ def main(argv: list[str] | None = None) -> int:
     shapes = [parse_shape(s) for s in args.shapes.split(",") if s] or list(BENCH_SHAPES)
     meta = run_metadata()
     rows, device = [], None
+    out = Path(args.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    device_fields = ("device", "driver", "clocks_mhz", "torch_version", "triton_version", "cuda_version")
     for stage in stages:
         for shape in shapes:
             rounds = [measure_round(labels[stage], shape, args.profile and i == 0) for i in range(args.rounds)]
@@ -140,15 +144,18 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row)
             print(f"{stage:4s} {'x'.join(map(str, shape)):16s} {row['status']:10s} TFLOP/s {_fmt(row['tflops'], 1)} "
                   f"ratio {_fmt(row['ratio_vs_vendor'], 3)}", flush=True)
-    device_fields = ("device", "driver", "clocks_mhz", "torch_version", "triton_version", "cuda_version")
-    report = {"meta": meta, "rounds": args.rounds, "device": {k: (device or {}).get(k) for k in device_fields},
-              "rows": rows}
-    out = Path(args.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"{args.name}.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
-    (out / f"{args.name}.md").write_text(render(report))
+            report = {"meta": meta, "rounds": args.rounds, "rows": rows, "complete": False,
+                      "device": {k: (device or {}).get(k) for k in device_fields}}
+            _write(out, args.name, report)  # after every row, so a run cut short keeps what it measured
+    report["complete"] = True
+    _write(out, args.name, report)
     print(f"wrote {out / args.name}.json/.md")
     return 0 if all(r["status"] == "ok" for r in rows) else 1
+
+
+def _write(out: Path, name: str, report: dict) -> None:
+    (out / f"{name}.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
+    (out / f"{name}.md").write_text(render(report))
 
 
 if __name__ == "__main__":

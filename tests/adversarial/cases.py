@@ -124,8 +124,9 @@ CASES: tuple[Case, ...] = (
     Case("honest_gfx950", "honest gfx950 kernel passes (static on CPU; runtime only on an MI350/MI355)", "file",
          "ok", target="gfx950", timeout_s=300),
     # GPU: the cheat is in what the kernel computes; only running it reveals it.
+    # Its replay is a torch copy, which the provenance trace refuses before the fresh-inputs check gets to it.
     Case("gpu_cached_result", "different inputs give different outputs", "file", "rejected", gpu=True,
-         reasons=("cached_result", "wrong_result"), timeout_s=300),
+         reasons=("cached_result", "wrong_result", "foreign_compute"), timeout_s=300),
     Case("gpu_partial_write", "output poisoned and checked fully written", "file", "rejected", gpu=True,
          reasons=("unwritten",), timeout_s=300),
     Case("gpu_cheap_approx", "per-dtype relative-error bound", "file", "rejected", gpu=True,
@@ -140,7 +141,7 @@ CASES: tuple[Case, ...] = (
     Case("gpu_illegal_address", "GPU fault contained, GPU checked healthy after", "file", "runtime_fault", gpu=True,
          healthy_after=True, timeout_s=300),
     Case("gpu_hang_kernel", "hung GPU kernel killed, GPU checked healthy after", "file", "timeout", gpu=True,
-         healthy_after=True, timeout_s=90),
+         healthy_after=True, timeout_s=40),
     Case("gpu_foreign_on_device", "kernel provenance on the GPU: vendor compute only off the meta device", "file",
          "foreign_compute", gpu=True, timeout_s=300),
     Case("compare_only_cheat", "compare traces the candidate: vendor compute only while compared", "compare",
