@@ -232,9 +232,13 @@ def evaluation_section(target_name: str, record: dict, brief: Brief, objective: 
     if static:
         lines += _registers_and_occupancy(target_name, static)
     loop = static.get("hot_loop") or {}
-    mix = {k: v for k, v in loop.items() if isinstance(v, int) and v}
+    mix = {k: v for k, v in loop.items() if isinstance(v, int) and v and not k.endswith("_cycles")}
     if mix:
-        lines.append(f"- hot-loop instruction mix per iteration (loop {loop.get('header')}): {json.dumps(mix)}")
+        lines.append(f"- hot-loop instruction counts per iteration (loop {loop.get('header')}): {json.dumps(mix)}")
+    if "accumulator_moves" in loop:
+        lines.append(f"- accumulator moves (register-file copies around the matrix unit, no arithmetic): "
+                     f"{loop['accumulator_moves']} per iteration, counted apart from the {loop.get('valu')} other "
+                     "vector ALU instructions")
     lines += _runtime_lines(record)
     text = "\n".join(lines)
     if brief.static_objective and static.get("estimate"):
@@ -245,7 +249,11 @@ def evaluation_section(target_name: str, record: dict, brief: Brief, objective: 
 def hot_loop_section(record: dict) -> str:
     loop = (record.get("static") or {}).get("hot_loop") or {}
     if loop.get("view"):
-        return f"```\n{loop['view']}\n```"
+        whole = loop.get("instructions", 0) == loop["view"].count("\n") + 1
+        note = ("(the whole loop)" if whole else
+                "(compressed: every matrix instruction, wait, barrier and LDS/shared-memory access in order; the "
+                "instructions between them elided and counted)")
+        return f"{note}\n```\n{loop['view']}\n```"
     if loop.get("excerpt"):
         return ("(the evaluator gave only the loop's first instructions)\n"
                 f"```\n{loop['excerpt']}\n```")

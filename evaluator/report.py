@@ -49,7 +49,7 @@ def format_record(record: dict) -> str:
     lines += [f"  {label:<22} {_value(st.get(key), unit)}" for key, label, unit in fields]
     loop = st.get("hot_loop")
     if loop:
-        mix = {k: v for k, v in loop.items() if k not in ("excerpt", "header") and v}
+        mix = {k: v for k, v in loop.items() if k not in ("excerpt", "view", "header") and v}
         lines += ["", f"  hot loop ({loop['instructions']} instructions, header {loop['header']}):"]
         lines += [f"    {k:<20} {v}" for k, v in mix.items() if k != "instructions"]
         lines.append(f"  {'hot_loop_spills':<22} {st.get('hot_loop_spills')}")

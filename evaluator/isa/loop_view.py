@@ -3,7 +3,7 @@
 The compressed view keeps, in program order, every instruction the ISA module marks as structural (matrix
 instructions, waits, barriers, LDS/shared-memory accesses, for the usual GEMM reading) and replaces each run
 of other instructions by one line that counts them by mnemonic, so the schedule stays visible however long
-the loop is. Target-neutral: the ISA module supplies the `keep` predicate over mnemonics.
+the loop is. Target-neutral: the ISA module supplies the `keep` predicate over instructions.
 """
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ FULL_LIMIT = 160          # a loop this short is shown whole
 RUN_MNEMONICS = 3         # most frequent mnemonics named in an elided run's line
 
 
-def loop_view(instructions: Sequence[Instruction], keep: Callable[[str], bool], full_limit: int = FULL_LIMIT) -> str:
+def loop_view(instructions: Sequence[Instruction], keep: Callable[[Instruction], bool],
+              full_limit: int = FULL_LIMIT) -> str:
     """The loop's instructions, one per line; compressed (see the module docstring) above `full_limit`."""
     if len(instructions) <= full_limit:
         return "\n".join(ins.text for ins in instructions)
@@ -32,7 +33,7 @@ def loop_view(instructions: Sequence[Instruction], keep: Callable[[str], bool], 
             run.clear()
 
     for ins in instructions:
-        if keep(ins.mnemonic):
+        if keep(ins):
             flush()
             lines.append(ins.text)
         else:

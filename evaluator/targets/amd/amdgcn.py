@@ -176,8 +176,23 @@ def mfma_format(ins: Instruction) -> str | None:
     return a if a == b else f"{a}x{b}"
 
 
+# What a compressed view of the hot loop keeps in order (evaluator.isa.loop_view): the schedule of MFMAs,
+# waits, barriers and LDS traffic.
+VIEW_CLASSES = frozenset({"mfma", "s_waitcnt", "barrier", "ds_read", "ds_write", "direct_to_lds_load"})
+
+
+def in_loop_view(ins: Instruction) -> bool:
+    return classify(ins) in VIEW_CLASSES
+
+
+def is_accumulator_move(m: str) -> bool:
+    """v_accvgpr_read/write/mov: moves between arch VGPRs and AGPRs (VALU issue, no arithmetic)."""
+    return m.startswith("v_accvgpr_")
+
+
 def instruction_mix(instructions: list[Instruction]) -> dict:
     classes = Counter(classify(i) for i in instructions)
+    accumulator_moves = sum(1 for i in instructions if is_accumulator_move(i.mnemonic))
     by_width = lambda prefix: dict(sorted(Counter(
         i.mnemonic for i in instructions if classify(i) == prefix).items()))
     return {
@@ -192,7 +207,8 @@ def instruction_mix(instructions: list[Instruction]) -> dict:
         "ds_read_by_width": by_width("ds_read"),
         "ds_write_by_width": by_width("ds_write"),
         "s_waitcnt": classes["s_waitcnt"],
-        "valu": classes["valu"],
+        "valu": classes["valu"] - accumulator_moves,
+        "accumulator_moves": accumulator_moves,
         "salu": classes["salu"],
         "branch": classes["branch"],
         "barrier": classes["barrier"],

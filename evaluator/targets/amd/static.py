@@ -7,6 +7,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ...isa.common import hot_loop
+from ...isa.loop_view import loop_view
 from ...isa.ttgir import shared_layout_kinds
 from ...records import StaticRecord
 from . import amdgcn
@@ -72,7 +73,8 @@ def analyze_kernel(kernel: CompiledKernel, target: Target, costs: AmdCosts) -> S
     return replace(
         record,
         hot_loop={**mix, "header": loop.header, "mfma_cycles": estimate.matrix_cycles,
-                  "excerpt": loop.excerpt(EXCERPT_LINES)},
+                  "excerpt": loop.excerpt(EXCERPT_LINES),
+                  "view": loop_view(loop.instructions, amdgcn.in_loop_view)},
         hot_loop_spills=mix["scratch_load"] + mix["scratch_store"],
         estimated_efficiency=round(estimate.estimated_efficiency, 4),
         estimate=estimate.to_dict(),

@@ -149,6 +149,16 @@ def classify(ins: Instruction) -> str:
     return "alu"
 
 
+# What a compressed view of the hot loop keeps in order (evaluator.isa.loop_view): the schedule of matrix
+# instructions, synchronisation (barriers, mbarrier waits, wgmma fences) and shared-memory / TMA traffic.
+VIEW_CLASSES = frozenset({"wgmma", "mma_sync", "sync", "shared_load", "shared_store", "tma_load", "tma_store",
+                          "cp_async"})
+
+
+def in_loop_view(ins: Instruction) -> bool:
+    return classify(ins) in VIEW_CLASSES
+
+
 def instruction_mix(instructions: list[Instruction]) -> dict:
     classes = Counter(classify(i) for i in instructions)
     keys = ("wgmma", "mma_sync", "tma_load", "tma_store", "cp_async", "global_load", "global_store",

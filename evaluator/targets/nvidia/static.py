@@ -6,6 +6,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ...isa.common import hot_loop
+from ...isa.loop_view import loop_view
 from ...records import StaticRecord
 from . import sass
 from .model import NvCosts, estimate_sass
@@ -67,7 +68,8 @@ def analyze_kernel(kernel: CompiledKernel, target: Target, costs: NvCosts) -> St
     estimate = estimate_sass(loop.instructions, target.matrix_cycles, prologue_tma, costs)
     return replace(
         record,
-        hot_loop={**mix, "header": loop.header, "excerpt": loop.excerpt(EXCERPT_LINES)},
+        hot_loop={**mix, "header": loop.header, "excerpt": loop.excerpt(EXCERPT_LINES),
+                  "view": loop_view(loop.instructions, sass.in_loop_view)},
         hot_loop_spills=mix["spill_store"] + mix["spill_load"],
         estimated_efficiency=round(estimate.estimated_efficiency, 4),
         estimate=estimate.to_dict(),
