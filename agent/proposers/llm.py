@@ -58,8 +58,8 @@ def stderr_line(message: str) -> None:
 
 def _usage_total(exchanges: list[dict]) -> dict:
     total: dict = {}
-    for record in exchanges:
-        for key, value in (record.get("usage") or {}).items():
+    for entry in exchanges:
+        for key, value in (entry.get("usage") or {}).items():
             total[key] = total.get(key, 0) + value
     return total
 
@@ -133,16 +133,16 @@ class LLMProposer:
                 break
             self.progress(f"{tag}: sending (try {attempt}, seed {seed})")
             exchange = self.client.request(messages, seed)
-            record = {"attempt": attempt, "outcome": exchange.outcome, "elapsed_s": exchange.elapsed_s,
-                      "usage": exchange.usage}
-            exchanges.append(record)
+            entry = {"attempt": attempt, "outcome": exchange.outcome, "elapsed_s": exchange.elapsed_s,
+                     "usage": exchange.usage}
+            exchanges.append(entry)
             if not exchange.ok:
-                record["message"] = exchange.message
+                entry["message"] = exchange.message
                 if not _retryable(exchange) or attempt > self.settings.retries:
                     self.progress(f"{tag}: {exchange.outcome}: {exchange.message}")
                     break
                 delay = exchange.retry_after if exchange.retry_after is not None else wait
-                record["wait_s"] = round(delay, 3)
+                entry["wait_s"] = round(delay, 3)
                 self.progress(f"{tag}: {exchange.outcome} ({exchange.message}); retry {attempt}/"
                               f"{self.settings.retries} in {delay:.1f} s")
                 self._stop.wait(delay)
@@ -152,7 +152,7 @@ class LLMProposer:
             try:
                 edit = apply_reply(reply, context.incumbent_source)
             except EditError as exc:
-                record.update(outcome="bad_edit", message=str(exc), reply=reply)
+                entry.update(outcome="bad_edit", message=str(exc), reply=reply)
                 self.progress(f"{tag}: reply not applicable ({_first_line(str(exc))}); asking again")
                 feedback = f"Your reply could not be applied: {exc}\nPlease send a corrected reply in one of the " \
                            "formats described."
@@ -162,7 +162,7 @@ class LLMProposer:
                     slot = Slot(slot.index, slot.total, siblings.snapshot())
                 messages = messages + [{"role": "assistant", "content": reply}, {"role": "user", "content": feedback}]
                 continue
-            record["edit_format"] = edit.format
+            entry["edit_format"] = edit.format
             title = commit_title(edit.rationale)
             siblings.add(title)
             self.progress(f"{tag}: received {edit.format} edit: {title}")
