@@ -87,7 +87,7 @@ def _triton_version() -> str | None:
         return None
 
 
-def failure_record(path: str, target: str | None, status: str, message: str, **extra) -> dict:
+def failure_record(path: str | None, target: str | None, status: str, message: str, **extra) -> dict:
     """A record for a file that produced none of its own (policy, sandbox verdict, usage)."""
     return {"schema": SCHEMA_VERSION, "status": status, "message": message, "file": path, "line": None,
             "target": target, "triton_version": _triton_version(), **extra}

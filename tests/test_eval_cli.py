@@ -91,6 +91,9 @@ def test_shape_the_kernel_does_not_support_is_a_usage_error():
 def test_malformed_shape_is_rejected_by_the_parser():
     out = nearpeak("eval", str(TEST_KERNELS / "small_gfx950.py"), "--shape", "12,x")
     assert out.returncode == EXIT_USAGE and "M,N,K" in out.stderr
+    as_json = nearpeak("eval", str(TEST_KERNELS / "small_gfx950.py"), "--shape", "12,x", "--json")
+    record = json.loads(as_json.stdout)
+    assert as_json.returncode == EXIT_USAGE and record["status"] == "usage_error" and "M,N,K" in record["message"]
 
 
 def test_run_without_a_gpu_says_so_with_its_own_exit_code():
