@@ -26,7 +26,7 @@ from pathlib import Path
 from . import SCHEMA_VERSION
 from .errors import UsageError
 
-SANDBOX_KIND = "a fresh Python interpreter per file (evaluator.sandbox.run_isolated)"
+SANDBOX_KIND = "a child forked per file from a warm sandbox worker (evaluator.sandbox.SandboxWorker)"
 DEFAULT_FILE_TIMEOUT_S = 120.0   # one static evaluation: a cold compile of a large kernel takes seconds
 GLOB_CHARS = "*?["
 SKIPPED_NAMES = ("conftest.py",)  # pytest plumbing beside tutorial files, never a kernel
