@@ -142,9 +142,9 @@ def _print_records(records: list[dict], as_json: bool) -> None:
 
 def _gpu_node_present() -> bool:
     """Any GPU device file here: only then can a runtime evaluation happen without --run."""
-    from .isolated import GPU_DEVICE_NODES
+    from .targets import all_targets
 
-    return any(glob.glob(pattern) for pattern in GPU_DEVICE_NODES.values())
+    return any(glob.glob(t.toolchain.device_files) for t in all_targets())
 
 
 def run_eval(args) -> int:

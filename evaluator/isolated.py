@@ -39,7 +39,6 @@ STATIC_TIMEOUT_S = 120.0       # default wall-clock budget of static work (a col
 RUNTIME_TIMEOUT_S = 600.0      # default budget when a GPU stage runs too
 HEALTH_TIMEOUT_S = 120.0
 MIN_STAGE_S = 1.0              # a stage is never started with less than this left of the budget
-GPU_DEVICE_NODES = {"cuda": "/dev/nvidia*", "hip": "/dev/kfd"}  # by the target's backend
 GPU_FAILURES = ("crashed", "runtime_fault", "timeout")
 
 
@@ -76,10 +75,10 @@ def _stage_summary(stage: str, result: IsolatedResult) -> dict:
 def _gpu_nodes_present(target: str) -> bool:
     """Cheap look for the GPU's device files, so a CPU-only machine never starts a runtime stage."""
     try:
-        pattern = GPU_DEVICE_NODES.get(get_target(target).backend)
+        pattern = get_target(target).toolchain.device_files
     except UnknownTargetError:
         return False
-    return bool(pattern and glob.glob(pattern))
+    return bool(glob.glob(pattern))
 
 
 def gpu_health(timeout_s: float = HEALTH_TIMEOUT_S, worker: SandboxWorker | None = None) -> dict:

@@ -25,6 +25,7 @@ class Toolchain(Protocol):
     """The hooks one instruction-set family implements (Triton's `BaseBackend` is the model)."""
 
     isa: str                                   # name of the assembly part Triton emits: "amdgcn", "sass"
+    device_files: str                          # glob of the driver's device files: a cheap "is a GPU here?"
     static_fields: tuple[str, ...]             # the static-record fields only this family reports
     artifact_parts: tuple[str, ...]            # compiler outputs `nearpeak eval --dump` writes, in order
     report_fields: tuple[ReportField, ...]     # what `format_record` shows of the static record

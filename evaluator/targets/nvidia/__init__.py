@@ -22,6 +22,7 @@ class NvidiaToolchain:
     costs: NvCosts = field(default_factory=NvCosts)
 
     static_fields = STATIC_FIELDS
+    device_files = "/dev/nvidia*"  # the NVIDIA driver's device files: present only where a GPU of the family is
     isa = "sass"
     artifact_parts = ("ttgir", "llir", "ptx", "sass")
     loop_matrix_key = "wgmma"
