@@ -192,6 +192,20 @@ def test_a_usable_reply_resets_the_idle_count():
         assert isinstance(failed, FailedProposal) and llm.idle_steps == 0
 
 
+def test_an_unexpected_error_in_a_conversation_is_one_failed_candidate():
+    class BrokenClient:
+        endpoint = "http://broken/v1"
+
+        def request(self, messages, seed):
+            raise ValueError("boom")
+
+    llm = LLMProposer(LLMSettings(model="m", base_url=None), Brief(), "objective", progress=[].append,
+                      client=BrokenClient())
+    (result,) = list(llm.propose(context()))
+    assert isinstance(result, FailedProposal) and result.reason == "proposer_error: ValueError: boom"
+    assert "raise ValueError" in result.meta["traceback_tail"]
+
+
 def test_refusal_mid_step_stops_the_proposer():
     with FakeLLM([Status(401)]) as server, pytest.raises(EndpointRefused):
         list(proposer(server, []).propose(context()))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import traceback
 import zlib
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 
 from ..edits import EditError, apply_reply
 from ..prompt import Brief, Slot, render, system_message, user_message
-from . import Candidate, FailedProposal, ProposalContext
+from . import Candidate, FailedProposal, ProposalContext, ProposerStopped
 from .llm_client import ChatClient, EndpointUnavailable, Exchange, endpoint_configured
 
 __all__ = ["DEFAULT_MODEL", "LLMProposer", "LLMSettings", "endpoint_configured", "request_seed"]
@@ -100,7 +101,7 @@ class LLMProposer:
         siblings = _Siblings(tuple(a.summary for a in context.history if a.step == context.step))
         self._stop.clear()
         pool = ThreadPoolExecutor(max_workers=total, thread_name_prefix="nearpeak-llm")
-        futures = [pool.submit(self._conversation, context, Slot(k, total), siblings) for k in range(1, total + 1)]
+        futures = [pool.submit(self._guarded, context, Slot(k, total), siblings) for k in range(1, total + 1)]
         usable = False
         try:
             for future in as_completed(futures):
@@ -117,6 +118,18 @@ class LLMProposer:
 
     def observe(self, candidate, outcome) -> None:
         """The model learns from the history in the next prompt, not from callbacks."""
+
+    def _guarded(self, context: ProposalContext, slot: Slot,
+                 siblings: _Siblings) -> tuple[Candidate | FailedProposal, bool]:
+        """A conversation that breaks unexpectedly is one failed candidate, recorded, not the end of the run."""
+        try:
+            return self._conversation(context, slot, siblings)
+        except ProposerStopped:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the run goes on; the ledger says what broke
+            tail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-3:])
+            return FailedProposal(reason=f"proposer_error: {type(exc).__name__}: {exc}",
+                                  meta={"request": slot.index, "of": slot.total, "traceback_tail": tail}), False
 
     def _conversation(self, context: ProposalContext, slot: Slot,
                       siblings: _Siblings) -> tuple[Candidate | FailedProposal, bool]:
