@@ -191,7 +191,11 @@ def classify(result: dict | None, *, returncode: int, timed_out: bool, flooded: 
 DEFAULT_PRELOAD = ("torch", "triton", "triton.experimental.gluon", "triton.experimental.gluon.language",
                    "triton.compiler.compiler", "triton.backends.amd.compiler", "triton.backends.nvidia.compiler",
                    "torch.utils._python_dispatch", "evaluator.stages", "evaluator.compile", "evaluator.contract",
-                   "evaluator.static", "evaluator.provenance", "evaluator.foreign")
+                   "evaluator.static", "evaluator.provenance", "evaluator.foreign", "evaluator.targets.amd.static",
+                   "evaluator.targets.nvidia.static", "evaluator.runtime.evaluate")
+# Then called once, so children inherit their cached results: Triton's hash of its own sources and library
+# (half a second per compile otherwise) and the target registry. Neither touches a GPU.
+DEFAULT_WARMUP = ("triton.runtime.cache:triton_key", "evaluator.targets:all_targets")
 WORKER_START_TIMEOUT_S = 180.0
 KILL_GRACE_S = 10.0      # after a kill request, how long to wait for the worker to report the exit
 
@@ -208,8 +212,9 @@ class SandboxWorker:
     copy of the caller (e.g. a `fork` process pool) does not share it: `run` there starts a worker of its own.
     """
 
-    def __init__(self, preload: tuple[str, ...] = DEFAULT_PRELOAD):
+    def __init__(self, preload: tuple[str, ...] = DEFAULT_PRELOAD, warmup: tuple[str, ...] | None = None):
         self.preload = tuple(preload)
+        self.warmup = DEFAULT_WARMUP if warmup is None and preload == DEFAULT_PRELOAD else tuple(warmup or ())
         self._lock = threading.Lock()
         self._proc: subprocess.Popen | None = None
         self._control: socket.socket | None = None
@@ -237,7 +242,7 @@ class SandboxWorker:
         self._discard()
         root = Path(tempfile.mkdtemp(prefix="nearpeak-worker-"))
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        settings = json.dumps({"preload": list(self.preload), "root": str(root)})
+        settings = json.dumps({"preload": list(self.preload), "warmup": list(self.warmup), "root": str(root)})
         log = (root / "worker.log").open("wb")
         try:
             proc = subprocess.Popen(

@@ -248,18 +248,23 @@ class Worker:
             shutil.rmtree(self.root, ignore_errors=True)
 
 
-def worker_main(control_fd: int, preload: list[str], root: str | None) -> None:
+def worker_main(control_fd: int, preload: list[str], warmup: list[str], root: str | None) -> None:
     for name in preload:  # warm imports; a module that fails here is imported (and fails) in the child instead
         try:
             importlib.import_module(name)
         except Exception as exc:  # noqa: BLE001
             print(f"preload of {name} failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+    for func in warmup:  # cached results every child inherits
+        try:
+            _resolve(func)()
+        except Exception as exc:  # noqa: BLE001
+            print(f"warm-up {func} failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
     Worker(socket.socket(fileno=control_fd), Path(root) if root else None).serve()
 
 
 if __name__ == "__main__":
     if len(sys.argv) >= 3 and sys.argv[1] == "--worker":
         settings = json.loads(sys.argv[3]) if len(sys.argv) > 3 else {}
-        worker_main(int(sys.argv[2]), settings.get("preload", []), settings.get("root"))
+        worker_main(int(sys.argv[2]), settings.get("preload", []), settings.get("warmup", []), settings.get("root"))
     else:
         sys.exit("usage: python -m evaluator.sandbox_child --worker FD [SETTINGS_JSON]")
