@@ -40,6 +40,13 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be above 0, got {value:g}")
+    return value
+
+
 def _non_negative(kind):
     def parse(text: str):
         value = kind(text)
@@ -77,6 +84,9 @@ def register(subparsers) -> None:
                      help="stop once the run has used this many LLM tokens (checked between candidates)")
     run.add_argument("--max-wall", type=_non_negative(float), metavar="SECONDS",
                      help="stop after this many seconds of this invocation (checked between candidates)")
+    run.add_argument("--timeout", type=_positive_float, metavar="SECONDS",
+                     help="wall-clock limit per candidate evaluation (each sandboxed evaluation and each interleaved "
+                          "comparison; default 600): a candidate past it is killed and rejected with status timeout")
     run.add_argument("--seed", type=int, default=0, help="seed for LLM sampling and runtime inputs (default 0)")
     run.add_argument("--request-timeout", type=_non_negative(float), default=120.0,
                      help="seconds per LLM request (default 120)")
@@ -138,7 +148,7 @@ def _new_run_request(args) -> NewRun:
                   model=args.model, base_url=args.base_url, min_gain=args.min_gain, max_spills=args.max_spills,
                   max_tokens=args.max_tokens, max_wall=args.max_wall, seed=args.seed,
                   request_timeout=args.request_timeout, retries=args.retries, retry_backoff=args.retry_backoff,
-                  max_idle_steps=args.max_idle_steps, ladder_dir=args.ladder_dir)
+                  max_idle_steps=args.max_idle_steps, ladder_dir=args.ladder_dir, timeout=args.timeout or 600.0)
 
 
 @_guarded
@@ -151,7 +161,8 @@ def cmd_run(args) -> int:
         if args.resume:
             ledger, config = resume_run(Resume(run=args.resume, runs_dir=Path(args.runs_dir), steps=args.steps,
                                                base_url=args.base_url, model=args.model,
-                                               max_tokens=args.max_tokens, max_wall=args.max_wall), progress)
+                                               max_tokens=args.max_tokens, max_wall=args.max_wall,
+                                               timeout=args.timeout), progress)
         else:
             ledger, config = create_run(_new_run_request(args), progress)
     except StartFailure as exc:
@@ -162,7 +173,8 @@ def cmd_run(args) -> int:
         dtype = declaration(ledger.read(root, KERNEL).decode(), "DTYPE")
         proposer = make_proposer(config, ledger.path.parent, dtype, progress)
         budget = Budget(max_tokens=config.max_tokens, max_wall=config.max_wall)
-        optimizer = Optimizer(ledger, config, proposer, Evaluator(config.target, config.seed), budget, progress)
+        evaluator = Evaluator(config.target, config.seed, config.candidate_timeout)
+        optimizer = Optimizer(ledger, config, proposer, evaluator, budget, progress)
         result = optimizer.run()
     except KeyboardInterrupt:
         # Everything judged so far is committed; only the candidate in flight is lost.
@@ -219,7 +231,7 @@ def cmd_replay(args) -> int:
     print(format_table(rows))
     status = EXIT_OK
     if args.verify:
-        drifts = verify(ledger, Evaluator(config.target, config.seed), Progress())
+        drifts = verify(ledger, Evaluator(config.target, config.seed, config.candidate_timeout), Progress())
         print()
         for drift in drifts:
             notes = "".join(f" (note: {n})" for n in drift.notes)

@@ -29,6 +29,7 @@ class RunConfig:
     ladder_dir: str | None = None
     max_tokens: int | None = None
     max_wall: float | None = None
+    candidate_timeout: float = 600.0    # seconds per sandboxed evaluation or comparison of one candidate
     created_utc: str = ""
     triton_version: str = ""
     schema: str = RUN_SCHEMA

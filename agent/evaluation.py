@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evaluator import api
+from evaluator.targets import UnknownTargetError, get_target
 
 from .figures import figures
 
@@ -46,17 +47,20 @@ class Judgement:
 class Evaluator:
     """Evaluation through evaluator.api, every candidate in fresh sandboxed processes (evaluator.isolated)."""
 
-    def __init__(self, target: str, seed: int):
+    def __init__(self, target: str, seed: int, timeout_s: float = 600.0):
         self.target = target
         self.seed = seed
+        self.timeout_s = timeout_s  # per evaluation and per comparison; past it the sandbox is killed
 
     def record(self, path: Path, run: bool | None) -> dict:
         # No seed: each evaluation draws its own inputs and held-out shape (kept in the record, never shown).
         # A candidate that runs on a GPU is profiled too: its matrix-unit efficiency is a headline figure.
-        return api.evaluate(str(path), target=self.target, run=run, profile=run is not False)
+        return api.evaluate(str(path), target=self.target, run=run, profile=run is not False,
+                            timeout_s=self.timeout_s)
 
     def compare(self, candidate: Path, incumbent: Path, shape, min_gain: float) -> dict:
-        return api.compare(candidate, incumbent, target=self.target, shape=shape, min_gain=min_gain)
+        return api.compare(candidate, incumbent, target=self.target, shape=shape, min_gain=min_gain,
+                           timeout_s=self.timeout_s)
 
 
 def describe_failure(record: dict) -> str:
@@ -73,9 +77,36 @@ def screen(record: dict, max_spills: int) -> str | None:
     f = figures(record)
     if f.hot_loop_spills is not None and f.hot_loop_spills > max_spills:
         return f"{f.hot_loop_spills} spill instructions in the hot loop (budget {max_spills})"
+    misfit = resources_misfit(record)
+    if misfit:
+        return f"does not fit on {record.get('target')}: {misfit}; it would fail at launch"
     if f.correct is False:  # measured wrong on its own run: no interleaved comparison is worth its GPU time
         runtime = record.get("runtime") or {}
         return f"incorrect results (measured): {runtime.get('verdict')}"
+    return None
+
+
+def resources_misfit(record: dict) -> str | None:
+    """What the compiled kernel asks for beyond the target's per-CTA limits (evaluator.targets facts), or None.
+
+    Triton compiles such a kernel without complaint and the launch fails on the GPU, so the screen catches it.
+    """
+    static = record.get("static") or {}
+    try:
+        target = get_target(str(record.get("target")))
+    except UnknownTargetError:
+        return None
+    shared, registers = static.get("shared_bytes"), static.get("registers")
+    if shared is not None and shared > target.shared_bytes_per_block:
+        return f"{shared} bytes of shared memory/LDS per CTA, above the limit of {target.shared_bytes_per_block}"
+    if registers is not None and registers > target.max_registers_per_thread:
+        return f"{registers} registers per thread, above the limit of {target.max_registers_per_thread}"
+    warps = static.get("num_warps")
+    if registers and warps and target.register_file_unit == "SM":
+        needed = registers * warps * target.warp_size
+        if needed > target.register_file:
+            return (f"{registers} registers x {warps * target.warp_size} threads = {needed} per CTA, above the "
+                    f"register file of {target.register_file}")
     return None
 
 

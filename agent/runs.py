@@ -61,6 +61,7 @@ class NewRun:
     retry_backoff: float = 2.0
     max_idle_steps: int = 3
     ladder_dir: str | None = None
+    timeout: float = 600.0
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,7 @@ class Resume:
     model: str | None = None
     max_tokens: int | None = None
     max_wall: float | None = None
+    timeout: float | None = None
 
 
 def run_path(run: str, runs_dir: str | Path) -> Path:
@@ -128,7 +130,7 @@ def create_run(request: NewRun, say: Progress) -> tuple[Ledger, RunConfig]:
     path = Path(request.runs_dir) / run_id
     _refuse_taken(path, run_id)
 
-    evaluator = Evaluator(target, request.seed)
+    evaluator = Evaluator(target, request.seed, request.timeout)
     with tempfile.TemporaryDirectory(prefix="nearpeak-start-") as tmp, \
             say.task(f"evaluating the starting kernel {kernel} for {target}"):
         copy = Path(tmp) / KERNEL
@@ -145,7 +147,7 @@ def create_run(request: NewRun, say: Progress) -> tuple[Ledger, RunConfig]:
         request_timeout=request.request_timeout, retries=request.retries, retry_backoff=request.retry_backoff,
         max_idle_steps=request.max_idle_steps,
         ladder_dir=request.ladder_dir, max_tokens=request.max_tokens,
-        max_wall=request.max_wall, created_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        max_wall=request.max_wall, candidate_timeout=request.timeout, created_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         triton_version=str(record.get("triton_version")))
     files, message = baseline_commit(config, source, record)
     ledger = create_atomically(path, files, message)
@@ -209,7 +211,8 @@ def resume_run(request: Resume, say: Progress) -> tuple[Ledger, RunConfig]:
         say(f"recovered {ledger.path}: {', '.join(cleaned)}")
     config = run_config(ledger)
     overrides = {k: v for k, v in {"steps": request.steps, "base_url": request.base_url, "model": request.model,
-                                   "max_tokens": request.max_tokens}.items() if v is not None}
+                                   "max_tokens": request.max_tokens, "candidate_timeout": request.timeout}.items()
+                 if v is not None}
     # The wall-clock budget is per invocation: a run stopped by it must not stop again at once on resume.
     config = dataclasses.replace(config, **overrides, max_wall=request.max_wall)
     say(f"resuming {ledger.path} ({config.proposer} proposer, {config.mode} mode, up to step {config.steps})")

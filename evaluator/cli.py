@@ -115,6 +115,11 @@ def check_mode(args, batch: bool) -> None:
                "without --entry: they are the arguments and autotune config of a foreign file's host function")
     if args.profile and args.run is not True:
         raise UsageError("--profile needs --run (profiling happens on a GPU)")
+    if args.dump and Path(args.dump).exists() and not Path(args.dump).is_dir():
+        raise UsageError(f"--dump {args.dump}: a file is in the way; --dump names a directory to write into")
+    if not batch and Path(args.paths[0]).is_file() and Path(args.paths[0]).suffix != ".py":
+        raise UsageError(f"{args.paths[0]} is not a Python kernel file (a .py file following "
+                         "docs/kernel-contract.md, or a Gluon/Triton file with --entry)")
     if batch:
         refuse([f for f in ("--run", "--profile", "--seed", "--dump") if given[f]],
                "to batch scoring, which is static: evaluate one file at a time for them")

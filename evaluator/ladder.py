@@ -115,6 +115,15 @@ def ladder_main(args) -> int:
     if not files:
         print(f"nearpeak ladder: no stages found under {ladder_dirs(args.target)[0]}", file=sys.stderr)
         return 2
+    if args.run:  # before compiling anything: without the GPU every row would fail, minutes later
+        from .errors import NoDeviceError
+        from .runtime.device import require_device
+
+        try:
+            require_device(args.target, with_smi=False)
+        except NoDeviceError as err:
+            print(f"nearpeak ladder: --run: {err}", file=sys.stderr)
+            return err.exit_code
     rows = ladder_records(args.target, run=args.run, jobs=args.jobs,
                           progress=lambda msg: print(msg, file=sys.stderr, flush=True))
     stages = get_target(args.target).ladder.correlation_stages

@@ -384,6 +384,13 @@ def describe(violations: list[Violation]) -> str:
 
 
 def record_fields(violations: list[Violation]) -> dict:
-    """The evaluation record's fields for a refused file: status, the `describe` message, the first line, all."""
-    return {"status": "policy_violation", "message": describe(violations), "line": violations[0].line,
+    """The evaluation record's fields for a refused file: status, the `describe` message, the first line, all.
+
+    A file that does not parse is a `syntax_error`, not a policy violation: nothing in it was judged.
+    """
+    first = violations[0]
+    if first.rule == "syntax_error":
+        return {"status": "syntax_error", "message": f"{first.message}: {first.source_line}", "line": first.line,
+                "policy": {"violations": [first.to_dict()]}}
+    return {"status": "policy_violation", "message": describe(violations), "line": first.line,
             "policy": {"violations": [v.to_dict() for v in violations]}}

@@ -28,13 +28,14 @@ def pytest_collection_modifyitems(config, items):
 
 
 @functools.cache
-def _static(path: str, target: str | None = None, shape: tuple | None = None) -> dict:
+def _static(path: str, target: str | None = None, shape: tuple | None = None, knobs: tuple = ()) -> dict:
     from evaluator.api import evaluate_static
 
-    return evaluate_static(path, target=target, shape=shape)
+    return evaluate_static(path, target=target, shape=shape, knobs=dict(knobs) or None)
 
 
 @pytest.fixture(scope="session")
 def static_eval():
-    """evaluate_static, memoised across the session so each kernel compiles once."""
+    """evaluate_static(path, target, shape, knobs as ((name, value), ...)), memoised so each kernel compiles once
+    per test process."""
     return _static

@@ -43,7 +43,8 @@ class FakeEvaluator:
                   "message": f.get("MESSAGE")}
         if status == "ok":
             record["static"] = {"estimated_efficiency": f.get("EFF"), "hot_loop_spills": f.get("SPILLS", 0),
-                                "spills": f.get("SPILLS", 0), "registers": 128, "shared_bytes": 65536}
+                                "spills": f.get("SPILLS", 0), "registers": 128,
+                                "shared_bytes": f.get("SHARED", 65536), "num_warps": 4}
             if run:
                 tflops = f.get("TFLOPS", 500.0 * f.get("SPEEDUP", 1.0))  # a separate timing: may drift
                 record["runtime"] = {"correct": f.get("CORRECT", True), "tflops": tflops,

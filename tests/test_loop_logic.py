@@ -57,6 +57,8 @@ def test_the_last_candidate_goes_straight_to_main_when_it_is_the_best(tmp_path):
     ('STATUS = "compile_error"\nMESSAGE = "bad layout"\n', "compile_error: bad layout"),
     ("EFF = 0.9\nSPILLS = 3\n", "3 spill instructions in the hot loop (budget 0)"),
     ("CRASH = True\n", "evaluator_error: RuntimeError: the evaluator itself broke"),
+    ("EFF = 0.9\nSHARED = 300000\n", ("does not fit on gfx950: 300000 bytes of shared memory/LDS per CTA, above the "
+                                    "limit of 163840; it would fail at launch")),
 ])
 def test_the_screen_rejects_without_runtime_work(tmp_path, kernel, reason):
     ledger, config = make_run(tmp_path, mode=MEASURED, steps=1)
