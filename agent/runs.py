@@ -147,7 +147,8 @@ def create_run(request: NewRun, say: Progress) -> tuple[Ledger, RunConfig]:
         request_timeout=request.request_timeout, retries=request.retries, retry_backoff=request.retry_backoff,
         max_idle_steps=request.max_idle_steps,
         ladder_dir=request.ladder_dir, max_tokens=request.max_tokens,
-        max_wall=request.max_wall, candidate_timeout=request.timeout, created_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        max_wall=request.max_wall, candidate_timeout=request.timeout,
+        created_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         triton_version=str(record.get("triton_version")))
     files, message = baseline_commit(config, source, record)
     ledger = create_atomically(path, files, message)
