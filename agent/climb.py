@@ -4,11 +4,12 @@ Absolute TFLOP/s from separate timings drift by several percent between calls, s
 accepted step going down. The climb uses only ratios from interleaved comparisons instead: each candidate's
 speedup over the incumbent it was judged against (both timed in one session on the same inputs), chained
 over the accepted steps into a cumulative speedup over the starting kernel. The cumulative interval combines
-the steps' 95% intervals in log space, treating the steps' timing errors as independent.
+the steps' 95% intervals in log space (each side separately), treating the steps' timing errors as independent.
 
 Where each step stands against the vendor library comes from the same session too (the comparison's
 `vs_vendor`). Ledgers written before comparisons carried it fall back to the candidate's own runtime record,
-which timed it interleaved with the vendor one evaluation earlier; `vendor_source` says which.
+which timed it interleaved with the vendor one evaluation earlier, but only when that record timed the same
+shape as the comparisons; `vendor_source` says which.
 
 In static mode (no GPU of the target) the ratios are of estimated hot-loop efficiency: static estimates,
 never measurements, and every label says so.
@@ -24,7 +25,6 @@ from .evaluation import MEASURED
 from .ledger import MAIN, Entry, Ledger
 from .loop import RECORD, RUN, STEP
 
-Z95 = 1.959964        # two-sided 95% normal quantile, for the log-space combination of intervals
 SAME_SESSION = "interleaved in the comparison's session"
 RUNTIME_RECORD = "interleaved in the candidate's own runtime evaluation"
 
@@ -38,10 +38,13 @@ class Ratio:
     high: float
 
     def times(self, other: Ratio) -> Ratio:
-        """The product of two independent ratios; intervals combine in log space."""
+        """The product of two independent ratios. Each side of the interval combines in log space (the root
+        of the summed squares), so an asymmetric bootstrap interval keeps its shape and a ratio without an
+        interval passes the other's through unchanged."""
         value = self.value * other.value
-        spread = math.hypot(_log_half_width(self), _log_half_width(other))
-        return Ratio(value, value * math.exp(-spread), value * math.exp(spread))
+        below = math.hypot(*(_log_distance(r.value, r.low) for r in (self, other)))
+        above = math.hypot(*(_log_distance(r.high, r.value) for r in (self, other)))
+        return Ratio(value, value * math.exp(-below), value * math.exp(above))
 
     def text(self) -> str:
         if self.low == self.high == self.value:
@@ -52,10 +55,10 @@ class Ratio:
 ONE = Ratio(1.0, 1.0, 1.0)
 
 
-def _log_half_width(ratio: Ratio) -> float:
-    if ratio.low <= 0 or ratio.high <= 0:
+def _log_distance(upper: float, lower: float) -> float:
+    if upper <= 0 or lower <= 0:
         return 0.0
-    return (math.log(ratio.high) - math.log(ratio.low)) / 2
+    return math.log(upper) - math.log(lower)
 
 
 @dataclass(frozen=True)
@@ -112,35 +115,39 @@ def climb(ledger: Ledger) -> Climb:
     root = ledger.main_line()[0]
     config = RunConfig.from_json(ledger.read(root.sha, RUN))
     measured = config.mode == MEASURED
+    commits = [(entry, _json(ledger, entry.sha, STEP), _json(ledger, entry.sha, RECORD)) for entry in ledger.entries()]
+    comparisons = [step.get("comparison") or {} for _, step, _ in commits]
+    runtimes = [record.get("runtime") or {} for _, _, record in commits]
+    # The climb's shape is the one its comparisons timed; a runtime record timed elsewhere says nothing of it.
+    shape = next((tuple(c["shape"]) for c in comparisons if c.get("shape")), None) or \
+        next((tuple(r["shape"]) for r in runtimes if r.get("shape")), None)
+    device = next((x["device"] for x in comparisons + runtimes if x.get("device")), None)
+    vendor = next(((c.get("vs_vendor") or {}).get("vendor") for c in comparisons
+                   if (c.get("vs_vendor") or {}).get("vendor")), None) or \
+        next((r["vendor"] for r in runtimes if r.get("vendor") and tuple(r.get("shape") or ()) == shape), None)
     cumulative: dict[str, Ratio] = {}       # commit on main -> its cumulative ratio
     efficiency: dict[str, float | None] = {}
     points = []
-    shape, device, vendor = None, None, None
-    for entry in ledger.entries():  # by step: every incumbent comes before what was judged against it
-        step = _json(ledger, entry.sha, STEP)
-        record = _json(ledger, entry.sha, RECORD)
-        runtime = record.get("runtime") or {}
-        comparison = step.get("comparison") or {}
+    for (entry, step, record), comparison, runtime in zip(commits, comparisons, runtimes):
+        # by step: every incumbent comes before what was judged against it
         efficiency[entry.sha] = (record.get("static") or {}).get("estimated_efficiency")
-        shape = shape or comparison.get("shape") or runtime.get("shape")
-        device = device or comparison.get("device") or runtime.get("device")
-        vendor = vendor or (comparison.get("vs_vendor") or {}).get("vendor") or runtime.get("vendor")
+        incumbent = step.get("incumbent") or entry.parent or ""
         if entry.step == 0:
             speedup, total = ONE, ONE
         else:
             speedup = _measured_speedup(comparison) if measured else _static_speedup(
-                efficiency[entry.sha], efficiency.get(step.get("incumbent") or entry.parent or ""))
-            base = cumulative.get(step.get("incumbent") or entry.parent or "")
+                efficiency[entry.sha], efficiency.get(incumbent))
+            base = cumulative.get(incumbent)
             total = base.times(speedup) if base is not None and speedup is not None else None
         if entry.ref == MAIN and total is not None:
             cumulative[entry.sha] = total
-        vs_vendor, source = _vs_vendor(comparison, runtime) if measured else (None, "")
+        vs_vendor, source = _vs_vendor(comparison, runtime, shape) if measured else (None, "")
         points.append(ClimbPoint(step=entry.step, candidate=entry.candidate, verdict=entry.verdict,
                                  on_main=entry.ref == MAIN, commit=entry.sha, title=_title(entry, step),
                                  speedup=speedup, cumulative=total, vs_vendor=vs_vendor, vendor_source=source))
-    return Climb(run_id=config.run_id, target=config.target, mode=config.mode,
-                 shape=tuple(shape) if shape else None, device=device or "no GPU (compile-only)",
-                 date=config.created_utc[:10], vendor=vendor, points=tuple(points))
+    return Climb(run_id=config.run_id, target=config.target, mode=config.mode, shape=shape,
+                 device=device or "no GPU (compile-only)", date=config.created_utc[:10], vendor=vendor,
+                 points=tuple(points))
 
 
 def _json(ledger: Ledger, sha: str, name: str) -> dict:
@@ -165,12 +172,12 @@ def _static_speedup(candidate: float | None, incumbent: float | None) -> Ratio |
     return Ratio(candidate / incumbent, candidate / incumbent, candidate / incumbent)
 
 
-def _vs_vendor(comparison: dict, runtime: dict) -> tuple[Ratio | None, str]:
+def _vs_vendor(comparison: dict, runtime: dict, shape: tuple | None) -> tuple[Ratio | None, str]:
     same = comparison.get("vs_vendor") or {}
     if same.get("ratio") is not None:
         return Ratio(same["ratio"], same.get("ci_low", same["ratio"]), same.get("ci_high", same["ratio"])), \
             SAME_SESSION
-    if runtime.get("ratio_vs_vendor") is not None:
+    if runtime.get("ratio_vs_vendor") is not None and tuple(runtime.get("shape") or ()) == shape:
         ratio = float(runtime["ratio_vs_vendor"])
         return Ratio(ratio, ratio, ratio), RUNTIME_RECORD
     return None, ""

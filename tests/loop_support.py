@@ -49,6 +49,7 @@ class FakeEvaluator:
                 tflops = f.get("TFLOPS", 500.0 * f.get("SPEEDUP", 1.0))  # a separate timing: may drift
                 record["runtime"] = {"correct": f.get("CORRECT", True), "tflops": tflops,
                                      "ratio_vs_vendor": 0.8 * f.get("SPEEDUP", 1.0), "device": "Fake GPU",
+                                     "vendor": "fake BLAS", "shape": [512, 256, 128],
                                      "verdict": "wrong" if not f.get("CORRECT", True) else "ok"}
         return record
 

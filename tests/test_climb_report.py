@@ -19,9 +19,11 @@ from loop_support import ScriptedProposer, make_run, optimize
 
 from agent.climb import RUNTIME_RECORD, SAME_SESSION, Ratio, climb
 from agent.evaluation import MEASURED, STATIC
+from agent.ledger import Ledger
 from agent.reading import format_table, history, shorten
 
 H200_LEDGER = REPO / "benchmarks" / "results" / "agent_run_h200_ledger.tgz"
+V10_LEDGER = REPO / "benchmarks" / "results" / "sm90_v10_ladder_run.tgz"
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
@@ -50,13 +52,16 @@ def h200_run(tmp_path):
 
 
 def test_ratios_multiply_and_their_intervals_add_in_log_space():
-    a, b = Ratio(1.2, 1.1, 1.3), Ratio(1.1, 1.05, 1.15)
+    a, b = Ratio(1.2, 1.1, 1.3), Ratio(1.1, 1.05, 1.2)
     product = a.times(b)
     assert product.value == pytest.approx(1.32)
-    half = math.hypot(math.log(1.3 / 1.1) / 2, math.log(1.15 / 1.05) / 2)
-    assert math.log(product.high / product.value) == pytest.approx(half)
-    assert math.log(product.value / product.low) == pytest.approx(half)
+    assert math.log(product.value / product.low) == pytest.approx(math.hypot(math.log(1.2 / 1.1),
+                                                                             math.log(1.1 / 1.05)))
+    assert math.log(product.high / product.value) == pytest.approx(math.hypot(math.log(1.3 / 1.2),
+                                                                              math.log(1.2 / 1.1)))
     assert Ratio(1.5, 1.5, 1.5).times(Ratio(2.0, 2.0, 2.0)) == Ratio(3.0, 3.0, 3.0)
+    exact = Ratio(1.0, 1.0, 1.0).times(Ratio(3.057, 2.968, 3.143))  # the first step: its own interval
+    assert (exact.low, exact.high) == pytest.approx((2.968, 3.143))
 
 
 def test_accepted_steps_climb_even_when_separate_tflops_drift_down(measured_run):
@@ -93,7 +98,7 @@ def test_history_shows_the_climb_figures(measured_run):
     assert "x incumbent" in header and "x start" in header and "vs vendor" in header
     step3 = next(line for line in table.splitlines() if line.startswith("3.1"))
     # x incumbent, x start, vs vendor (0.8 x 1.3 = 1.04 here), each with its 95% interval
-    assert "1.040 [1.030,1.050]  1.300 [1.282,1.319]  1.040 [1.019,1.061]  600 " in step3
+    assert "1.040 [1.030,1.050]  1.300 [1.282,1.318]  1.040 [1.019,1.061]  600 " in step3
 
 
 def test_static_climb_is_labelled_a_static_estimate_everywhere(static_run):
@@ -187,6 +192,17 @@ def test_report_and_plot_of_the_h200_ledger(h200_run, capsys, tmp_path):
     text = (tmp_path / "report.html").read_text()
     assert "sm90, 4096x4096x4096, NVIDIA H200, 2026-11-29" in text and "1.289x [1.273, 1.304]" in text
     assert html.escape(RUNTIME_RECORD) in text  # this ledger predates vs_vendor in comparisons, and says where it comes from
+
+
+def test_vendor_figures_timed_at_another_shape_are_left_out(tmp_path):
+    # The v10 run compared at 256x8192x8192; its starting kernel's runtime record timed 4096^3.
+    with tarfile.open(V10_LEDGER) as archive:
+        archive.extractall(tmp_path, filter="data")
+    c = climb(Ledger(tmp_path / "h200-v10"))
+    assert c.shape == (256, 8192, 8192)
+    start, step1 = c.accepted
+    assert start.vs_vendor is None and step1.vs_vendor is not None
+    assert step1.cumulative.value == pytest.approx(3.057, abs=1e-3)
 
 
 @pytest.mark.parametrize("argv, message", [
