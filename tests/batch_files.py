@@ -80,4 +80,4 @@ def write_batch_dir(folder: Path, ok: int = 24, hanging: int = 2, crashing: int 
         (folder / f"crash_{n}.py").write_text(_crashing_source())
     (folder / "invalid_syntax.py").write_text(SYNTAX_ERROR)
     (folder / "invalid_contract.py").write_text(NO_CONTRACT)
-    return Counter({"ok": ok, "timeout": hanging, "crashed": crashing, "policy_violation": 1, "contract_error": 1})
+    return Counter({"ok": ok, "timeout": hanging, "crashed": crashing, "syntax_error": 1, "contract_error": 1})
