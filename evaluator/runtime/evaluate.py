@@ -316,6 +316,8 @@ def runtime_evaluate(path, target: str | None = None, shape=None, knobs: dict | 
         prof = profile_candidate(str(path), module, spec, tgt, shape, knobs, seed)
         phases["profile_s"] = _clock() - t0
         record.update(profile=prof, efficiency=prof.get("efficiency"))
+    if not trace.ok:  # the launch-cost and profiler calls are traced too
+        return finish(provenance.STATUS, trace.error().message)
     record["summary"] = (f"{report.verdict}; {record['tflops']:.1f} TFLOP/s"
                          + (f", {record['ratio_vs_vendor']:.3f}x {record['vendor']}" if record["ratio_vs_vendor"]
                             else ""))
