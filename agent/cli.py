@@ -95,7 +95,8 @@ def register(subparsers) -> None:
     run.add_argument("--retry-backoff", type=_non_negative(float), default=2.0,
                      help="seconds before the first LLM retry after a transport error; doubles (default 2)")
     run.add_argument("--max-idle-steps", type=_positive_int, default=3,
-                     help="stop (exit 5) after this many consecutive steps without a usable LLM reply (default 3)")
+                     help="stop (exit 5) after this many consecutive steps of this invocation without a usable LLM "
+                          "reply (default 3)")
     run.add_argument("--ladder-dir", help="ladder of reference stages (default: kernels/<target>/<dtype>)")
     run.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     run.set_defaults(func=cmd_run)

@@ -291,6 +291,7 @@ def test_kill_with_several_candidates_keeps_every_reply_received(capsys, start, 
     waiting = Ledger(run).proposals()
     assert [(e.step, e.candidate, e.verdict) for e in waiting] == [(1, 1, "proposed"), (1, 2, "proposed")]
     assert [e.trailers["Tokens"] for e in waiting] == ["150", "150"]
+    assert {e.trailers["Triton-Version"] for e in waiting} == {"3.6.0"}
     fsck_clean(run)
 
     with FakeLLM([Reply(third)]) as server:
