@@ -7,7 +7,8 @@ formats in order; prose around the edit is kept as the rationale.
 
 A SEARCH/REPLACE block is located in widening circles, as aider's edit-block applier does: the exact text,
 then the same lines with trailing whitespace and a uniform indentation shift ignored (the replacement is
-re-indented to match), then the same without stray blank lines at either end. A block whose REPLACE text is
+re-indented to match), then the same without stray blank lines at either end, then, for a block that skips
+unchanged lines with `...` lines in both parts, piece by piece. A block whose REPLACE text is
 already in the kernel (and whose SEARCH text is not) is reported as already applied. A block that matches
 nowhere is answered with the kernel lines it most resembles ("did you mean"). A unified diff is applied hunk
 by hunk through the same matcher. A fenced block counts as a whole new file only when it parses and keeps
@@ -31,6 +32,7 @@ PYTHON_FENCES = ("python", "py", "python3", "")
 CONTRACT_NAMES = ("TARGET", "DTYPE", "SHAPES", "KNOBS")
 FIXED_NAMES = ("TARGET", "DTYPE")
 HINT_CONTEXT = 2
+ELISION = "..."          # a SEARCH/REPLACE line standing for unchanged lines kept out of the block
 
 
 class EditError(ValueError):
@@ -145,9 +147,36 @@ def replace_once(source: str, search: str, replace: str, what: str) -> tuple[str
             start, shift = hits[0]
             new_lines = _reindent([ln.rstrip() + "\n" for ln in trial_replace], shift)
             return "".join(source_lines[:start] + new_lines + source_lines[start + len(trial_search):]), None
+    elided = _elided_pieces(search_lines, replace_lines, what)
+    if elided:
+        result = source
+        for n, (piece_search, piece_replace) in enumerate(elided, start=1):
+            result, _ = replace_once(result, piece_search, piece_replace, f"{what} (part {n} between '...' lines)")
+        return result, None
     if replace.strip() and (replace in source or _find_lines(source_lines, _normalized(_trim_blank(replace_lines)))):
         return source, f"{what} was already applied (its REPLACE text is in the kernel)"
     raise EditError(f"{what}: the SEARCH part does not match the current kernel. {did_you_mean(search, source)}")
+
+
+def _elided_pieces(search_lines: list[str], replace_lines: list[str], what: str) -> list[tuple[str, str]]:
+    """A block that skips unchanged lines with `...` lines, as (search, replace) pieces; [] when it has none."""
+    def split(lines: list[str]) -> list[str]:
+        pieces, current = [], []
+        for line in lines:
+            if line.strip() == ELISION:
+                pieces.append("".join(current))
+                current = []
+            else:
+                current.append(line)
+        return [*pieces, "".join(current)]
+
+    search_pieces, replace_pieces = split(search_lines), split(replace_lines)
+    if len(search_pieces) == 1:
+        return []
+    if len(search_pieces) != len(replace_pieces):
+        raise EditError(f"{what}: SEARCH has {len(search_pieces) - 1} '{ELISION}' line(s) and REPLACE "
+                        f"{len(replace_pieces) - 1}; they must correspond, one for one")
+    return [(a, b) for a, b in zip(search_pieces, replace_pieces) if a.strip() or b.strip()]
 
 
 def _normalized(lines: list[str]) -> list[str]:

@@ -46,6 +46,16 @@ def test_search_with_stray_blank_lines_applies():
     assert "    x = 9\n    y = 2\n    return x + y" in edit.source
 
 
+def test_a_block_that_elides_unchanged_lines_with_dots_applies_piece_by_piece():
+    reply = block('KNOBS = {"BLOCK_M": 128, "num_warps": 4}\n...\n    x = 1\n',
+                  'KNOBS = {"BLOCK_M": 64, "num_warps": 4}\n...\n    x = 5\n')
+    edit = apply_reply(reply, KERNEL)
+    assert declaration(edit.source, "KNOBS") == {"BLOCK_M": 64, "num_warps": 4} and "    x = 5\n" in edit.source
+    assert edit.source.count("def launch") == 1
+    with pytest.raises(EditError, match=r"SEARCH has 1 '\.\.\.' line\(s\) and REPLACE 0"):
+        apply_reply(block("    x = 1\n...\n    y = 2\n", "    x = 5\n"), KERNEL)
+
+
 def test_search_that_does_not_match_shows_the_closest_lines():
     with pytest.raises(EditError) as exc:
         apply_reply(block("    x = 10\n    y = 2\n", "    x = 3\n"), KERNEL)
