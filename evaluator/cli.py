@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import glob
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -68,7 +69,7 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, metavar="S",
                    help="wall-clock limit per file, s (default: 120 static, 600 with a runtime evaluation)")
     batch = p.add_argument_group("batch mode")
-    batch.add_argument("--jobs", type=int, metavar="N", help="score N files at a time (default: 1)")
+    batch.add_argument("--jobs", type=int, metavar="N", help="score N files at a time (default: one per core)")
     batch.add_argument("--jsonl", metavar="OUT", help="append one JSON line per record to OUT as each file finishes")
     batch.add_argument("--resume", action="store_true", help="skip files that already have a record in --jsonl OUT")
 
@@ -205,11 +206,12 @@ def run_batch_eval(args) -> int:
             for record in records:
                 print(json.dumps(record, default=str), flush=True)
 
-    records = run_batch(paths, _options(args, args.timeout or DEFAULT_FILE_TIMEOUT_S), jobs=args.jobs or 1,
+    jobs = args.jobs if args.jobs is not None else (os.cpu_count() or 1)
+    records = run_batch(paths, _options(args, args.timeout or DEFAULT_FILE_TIMEOUT_S), jobs=jobs,
                         jsonl=args.jsonl, resume=args.resume, on_file=progress)
     wall = time.monotonic() - started
     files = len({r["file"] for r in records})
-    summary = summary_table(records) + f"\n\n{files} files in {wall:.1f} s with {args.jobs or 1} jobs"
+    summary = summary_table(records) + f"\n\n{files} files in {wall:.1f} s with {jobs} jobs"
     print(summary, file=sys.stderr if args.json else sys.stdout)
     return EXIT_OK
 
