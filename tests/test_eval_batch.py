@@ -90,6 +90,8 @@ def test_batch_flags_checked_before_anything_runs(tmp_path):
     assert out.returncode == EXIT_USAGE and "--run does not apply to batch scoring" in out.stderr
     out = nearpeak("eval", str(tmp_path / "*.py"))
     assert out.returncode == EXIT_USAGE and "matches no kernel file" in out.stderr
+    out = nearpeak("eval", str(TEST_KERNELS / "small_gfx950.py"), "--jobs", "0")
+    assert out.returncode == EXIT_USAGE and "--jobs must be at least 1" in out.stderr
 
 
 @pytest.mark.slow
