@@ -26,6 +26,7 @@ from .edits import format_instructions
 from .figures import figures, headline
 from .gluon_sheet import api_sheet
 from .proposers import ProposalContext
+from .proposers.ladder import Stage
 from .source import compact_diff, declaration, module_docstring
 
 HISTORY_LIMIT = 30          # attempts listed
@@ -36,20 +37,10 @@ LEAVES_OUT = "## What it leaves out"
 
 
 @dataclass(frozen=True)
-class LadderStage:
-    """A reference stage as the prompt shows it (agent.proposers.ladder.Stage has these fields)."""
-
-    name: str
-    technique: str
-    summary: str
-    source: str
-
-
-@dataclass(frozen=True)
 class Brief:
     """What the prompt knows besides the step's context: the reference ladder and the run's mode."""
 
-    stages: tuple[LadderStage, ...] = ()
+    stages: tuple[Stage, ...] = ()      # the reference ladder of the kernel's target and dtype, in order
     static_objective: bool = True     # the accept rule compares static estimates (no GPU of the target)
 
 
@@ -303,7 +294,7 @@ def ladder_section(brief: Brief, incumbent_source: str) -> str:
     return text
 
 
-def _nearest_stage(stages: tuple[LadderStage, ...], source: str) -> int:
+def _nearest_stage(stages: tuple[Stage, ...], source: str) -> int:
     """The stage the incumbent is closest to (by shared lines)."""
     lines = source.splitlines()
     scores = [difflib.SequenceMatcher(None, s.source.splitlines(), lines, autojunk=False).quick_ratio()

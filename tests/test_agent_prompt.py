@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.prompt import Brief, LadderStage, Slot, stale_docstring_figures, system_message, user_message
+from agent.prompt import Brief, Slot, stale_docstring_figures, system_message, user_message
 from agent.proposers import Attempt, ProposalContext
 from agent.proposers.ladder import load_stages
 from evaluator.isa.common import Instruction
@@ -21,7 +21,7 @@ SM90 = REPO / "kernels" / "sm90" / "bf16" / "v04_async_wgmma.py"
 def prompt(path: Path, record: dict, history: tuple = ()) -> str:
     source = path.read_text()
     target = record["target"]
-    stages = tuple(LadderStage(s.name, s.technique, s.summary, s.source) for s in load_stages(path.parent))
+    stages = tuple(load_stages(path.parent))
     context = ProposalContext(target=target, step=2, count=3, incumbent_source=source, incumbent_record=record,
                               last_record=None, last_source=None, history=history, tried=frozenset())
     return user_message(context, Brief(stages, static_objective=True), Slot(2, 3), "static estimate rule")

@@ -119,10 +119,9 @@ def make_proposer(config, runs_dir: Path, dtype: str | None, progress=None) -> P
         raise ProposerSetupError("the llm proposer needs an endpoint: set OPENAI_API_KEY (and OPENAI_BASE_URL) "
                                  "or pass --base-url")
     from ..evaluation import STATIC
-    from ..prompt import Brief, LadderStage
+    from ..prompt import Brief
 
-    stages = tuple(LadderStage(s.name, s.technique, s.summary, s.source) for s in load_stages(ladder)) \
-        if ladder.is_dir() else ()
+    stages = tuple(load_stages(ladder)) if ladder.is_dir() else ()
     settings = LLMSettings(model=config.model or DEFAULT_MODEL, base_url=config.base_url,
                            request_timeout=config.request_timeout, retries=config.retries,
                            backoff=config.retry_backoff, seed=config.seed, max_idle_steps=config.max_idle_steps)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from agent.evaluation import OBJECTIVES, STATIC, judge_static
 from agent.figures import headline
-from agent.prompt import Brief, LadderStage, Slot, render, system_message, user_message
+from agent.prompt import Brief, Slot, render, system_message, user_message
 from agent.proposers import Attempt, ProposalContext
 from agent.proposers.ladder import load_stages
 from agent.source import compact_diff, declaration, replace_knobs, sha256
@@ -47,7 +47,7 @@ def prompt_for(target: str, stage: Path, change: dict) -> str:
     context = ProposalContext(target=target, step=2, count=2, incumbent_source=source, incumbent_record=record,
                               last_record=variant_record, last_source=variant, history=(attempt,),
                               tried=frozenset({sha256(source), sha256(variant)}))
-    stages = tuple(LadderStage(s.name, s.technique, s.summary, s.source) for s in load_stages(stage.parent))
+    stages = tuple(load_stages(stage.parent))
     objective = OBJECTIVES[STATIC]
     messages = [{"role": "system", "content": system_message(target, objective)},
                 {"role": "user", "content": user_message(context, Brief(stages, static_objective=True),
