@@ -13,6 +13,7 @@ Target-specific facts come from the target object and the evaluation record; not
 """
 from __future__ import annotations
 
+import ast
 import difflib
 import json
 import math
@@ -286,12 +287,26 @@ def ladder_section(brief: Brief, incumbent_source: str) -> str:
     index = _nearest_stage(brief.stages, incumbent_source)
     if index + 1 < len(brief.stages):
         nxt, prev = brief.stages[index + 1], brief.stages[index]
-        diff = compact_diff(prev.source, nxt.source, context=1, limit=LADDER_DIFF_LINES)
+        diff = compact_diff(_without_docstring(prev.source), _without_docstring(nxt.source), context=1,
+                            limit=LADDER_DIFF_LINES)
         text += (f"\n\n### How the ladder applied its next technique after {prev.name}: {nxt.name}\n"
                  f"Its docstring:\n\"\"\"\n{module_docstring(nxt.source) or nxt.summary}\n\"\"\"\n"
-                 f"Its diff against {prev.name}:\n```diff\n{diff}\n```\n"
+                 f"Its code diff against {prev.name} (docstring left out):\n```diff\n{diff}\n```\n"
                  "(A lesson, not a patch: the current kernel may differ from the stage the diff starts from.)")
     return text
+
+
+def _without_docstring(source: str) -> str:
+    """The source with its module docstring removed (the prompt shows the docstring on its own)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return source
+    first = tree.body[0] if tree.body else None
+    if not (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str)):
+        return source
+    lines = source.splitlines(keepends=True)
+    return "".join(lines[:first.lineno - 1] + lines[first.end_lineno:])
 
 
 def _nearest_stage(stages: tuple[Stage, ...], source: str) -> int:
