@@ -257,7 +257,7 @@ def compare_isolated(candidate_path: str | Path, incumbent_path: str | Path, tar
             failed["gpu_health"] = gpu_health(worker=worker)
         return failed
     value = dict(result.value)
-    value["sandbox"] = stages.summaries
+    value.update(sandbox=stages.summaries, seed=value.get("seed", seed))
     if value.get("error") == "runtime_fault":
         value["gpu_health"] = gpu_health(worker=worker)
     return value

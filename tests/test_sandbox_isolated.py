@@ -90,3 +90,22 @@ def test_runtime_stage_reports_a_missing_gpu_only_when_required():
     assert required.ok and required.value["status"] == "no_device"
     optional = run_isolated("evaluator.stages:runtime_stage", {**args, "required": False}, timeout_s=120)
     assert optional.ok and optional.value is None
+
+
+def test_compare_refuses_a_candidate_against_the_policy_before_anything_runs():
+    from evaluator.api import compare
+
+    result = compare(f"{CANDIDATES}/policy_matmul_in_launch.py", f"{CANDIDATES}/honest_sm90.py")
+    assert result["accepted"] is False and result["error"] == "policy_violation"
+    assert result["message"].startswith("candidate: policy violation [vendor_gemm]") and "sandbox" not in result
+
+
+def test_compare_runs_sandboxed_and_says_when_there_is_no_gpu():
+    from evaluator.api import compare
+    from evaluator.runtime.device import detect_target
+
+    if detect_target() == "sm90":
+        return
+    result = compare(f"{CANDIDATES}/honest_sm90.py", f"{CANDIDATES}/honest_sm90.py", timeout_s=120)
+    assert result["accepted"] is False and result["error"] == "no_device"
+    assert [s["stage"] for s in result["sandbox"]] == ["compare"] and result["seed"] is not None
