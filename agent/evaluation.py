@@ -9,8 +9,10 @@ The accept rule has two modes, fixed when a run starts and written into its run.
 
 * measured: correct on every shape, and the lower bound of the interleaved speedup's confidence interval
   exceeds 1 + min_gain;
-* static (no GPU of the target): a declared static objective, higher estimated efficiency of the hot loop
-  and, on a tie, fewer spills. Every figure it produces is a static estimate and says so.
+* static (no GPU of the target): a declared static objective, higher `estimated_tflops` (useful FLOPs of the
+  evaluated shape over the estimated kernel time, so redundant matrix work can only lower it) and, on a tie,
+  fewer spills. The hot loop's estimated efficiency stays a diagnostic. Every figure it produces is a static
+  estimate and says so.
 
 Either way a static screen runs first, so a candidate that does not compile, spills in the hot loop beyond
 the budget or breaks the policy is rejected without spending GPU time.
@@ -29,8 +31,9 @@ MEASURED, STATIC = "measured", "static"
 OBJECTIVES = {
     MEASURED: "measured: correct on every shape and interleaved A/B speedup over the incumbent whose 95% "
               "confidence lower bound exceeds 1 + min_gain",
-    STATIC: "static estimate (no GPU of the target): higher estimated hot-loop efficiency, ties broken by fewer "
-            "spills; not a measurement",
+    STATIC: "static estimate (no GPU of the target): higher estimated TFLOP/s (useful 2*M*N*K FLOPs of the "
+            "evaluated shape over the estimated kernel time; wasted matrix work only lowers it), ties broken by "
+            "fewer spills; not a measurement",
 }
 TIE = 1e-9
 
@@ -110,24 +113,28 @@ def resources_misfit(record: dict) -> str | None:
     return None
 
 
+def estimated_tflops(record: dict) -> float | None:
+    """The static objective of a record: useful TFLOP/s over the estimated kernel time (a static estimate)."""
+    return (record.get("static") or {}).get("estimated_tflops")
+
+
 def static_score(record: dict) -> tuple[float, ...]:
     f = figures(record)
-    return (f.efficiency_estimate or 0.0, -float(f.hot_loop_spills or 0), -float(f.spills or 0))
+    return (estimated_tflops(record) or 0.0, -float(f.hot_loop_spills or 0), -float(f.spills or 0))
 
 
 def judge_static(candidate: dict, incumbent: dict) -> Judgement:
-    if figures(candidate).efficiency_estimate is None:
-        return Judgement(False, "no static estimate: the analysis found no loop with matrix instructions",
+    if estimated_tflops(candidate) is None:
+        return Judgement(False, "no static estimate: the analysis found no K loop with matrix instructions",
                          static_score(candidate), True)
     new, old = static_score(candidate), static_score(incumbent)
-    eff_new, eff_old = new[0], old[0]
-    if eff_new > eff_old + TIE:
-        return Judgement(True, f"estimated efficiency {eff_new:.4f} > incumbent {eff_old:.4f} (static estimate)",
-                         new, False)
-    if abs(eff_new - eff_old) <= TIE and new[1:] > old[1:]:
-        return Judgement(True, f"same estimated efficiency {eff_new:.4f}, fewer spills (static estimate)", new, False)
-    return Judgement(False, f"estimated efficiency {eff_new:.4f} not above incumbent {eff_old:.4f} (static estimate)",
-                     new, False)
+    est_new, est_old = new[0], old[0]
+    detail = f"(hot-loop efficiency {figures(candidate).efficiency_estimate}; static estimate)"
+    if est_new > est_old * (1 + TIE):
+        return Judgement(True, f"estimated {est_new:.1f} TFLOP/s > incumbent {est_old:.1f} {detail}", new, False)
+    if abs(est_new - est_old) <= TIE * max(est_new, est_old) and new[1:] > old[1:]:
+        return Judgement(True, f"same estimated {est_new:.1f} TFLOP/s, fewer spills {detail}", new, False)
+    return Judgement(False, f"estimated {est_new:.1f} TFLOP/s not above incumbent {est_old:.1f} {detail}", new, False)
 
 
 def judge_measured(candidate: dict, comparison: dict, min_gain: float) -> Judgement:

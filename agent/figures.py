@@ -13,7 +13,7 @@ NO_GPU = "none (compile-only on CPU)"
 # The record's static figures fixed by the compiler's output for a given source: what the prompt shows and
 # what `replay --verify` requires to reproduce exactly.
 STATIC_KEYS = ("registers", "spills", "hot_loop_spills", "shared_bytes", "occupancy", "matrix_instructions",
-               "estimated_efficiency")
+               "estimated_efficiency", "estimated_tflops", "useful_fraction")
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,7 @@ def ladder_records(target: str, run: bool = False, jobs: int = 1, progress=None)
         rows.append({
             "stage": stage, "file": str(f.relative_to(KERNELS_DIR.parent)), "technique": read_constant(f, "TECHNIQUE"),
             "status": record["status"], "message": record.get("message"),
-            **{k: v for k, v in st.items() if k not in ("hot_loop", "kernels", "estimate")},
+            **{k: v for k, v in st.items() if k not in ("hot_loop", "kernels", "estimate", "model", "throughput")},
             "matrix_per_k_iteration": (st.get("hot_loop") or {}).get(tgt.toolchain.loop_matrix_key),
             "estimated_efficiency": st.get("estimated_efficiency"),
             "estimate_kind": "static_estimate",
@@ -68,27 +68,40 @@ def ladder_records(target: str, run: bool = False, jobs: int = 1, progress=None)
     return rows
 
 
-def correlation(rows: list[dict], stages: tuple[str, ...]) -> dict:
-    """Spearman's rho between the static estimate and the published efficiency over `stages`."""
-    pairs = [(r["estimated_efficiency"], r["published_mfma_efficiency"]) for r in rows
-             if r["stage"] in stages and r.get("estimated_efficiency") is not None
-             and r.get("published_mfma_efficiency") is not None]
-    rho = spearman([p[0] for p in pairs], [p[1] for p in pairs]) if len(pairs) >= 2 else None
-    return {"spearman_rho": None if rho is None else round(rho, 3), "stages": [r["stage"] for r in rows
-            if r["stage"] in stages], "n": len(pairs),
-            "between": "static estimated_efficiency and the seed's published MFMA efficiency"}
+def correlation(rows: list[dict], stages: tuple[str, ...] | None, estimate: str, reference: str) -> dict:
+    """Spearman's rho between a static estimate and a reference figure over `stages` (None: every stage with
+    both figures), with the number of stages it covers."""
+    pairs = [(r["stage"], r[estimate], r[reference]) for r in rows
+             if (stages is None or r["stage"] in stages) and r.get(estimate) is not None
+             and r.get(reference) is not None]
+    rho = spearman([p[1] for p in pairs], [p[2] for p in pairs]) if len(pairs) >= 3 else None
+    return {"spearman_rho": None if rho is None else round(rho, 3), "stages": [p[0] for p in pairs],
+            "n": len(pairs), "between": f"static {estimate} and {reference}"}
+
+
+def correlations(target: str, rows: list[dict]) -> list[dict]:
+    """The ranking checks a ladder table can show: the estimate against published figures (every published
+    stage) and, after `--run`, the estimated TFLOP/s against the measured ones."""
+    stages = get_target(target).ladder.correlation_stages or None
+    out = []
+    if get_target(target).ladder.published:
+        out += [correlation(rows, stages, "estimated_efficiency", "published_mfma_efficiency"),
+                correlation(rows, stages, "estimated_tflops", "published_tflops")]
+    out.append(correlation(rows, None, "estimated_tflops", "measured_tflops"))
+    return [c for c in out if c["n"]]
 
 
 def _fixed(value, digits: int) -> str | None:
     return None if value is None else f"{value:.{digits}f}"
 
 
-def render(target: str, rows: list[dict], corr: dict | None) -> str:
+def render(target: str, rows: list[dict], corrs: list[dict]) -> str:
     """The ladder as a text table: the target's own columns, the estimate, then published or measured figures."""
     tgt = get_target(target)
     published = bool(tgt.ladder.published)
     columns = [("stage", lambda r: r["stage"]), ("technique", lambda r: (r["technique"] or "")[:34]),
-               *tgt.toolchain.ladder_columns, ("est. eff", lambda r: pct(r.get("estimated_efficiency")))]
+               *tgt.toolchain.ladder_columns, ("est. eff", lambda r: pct(r.get("estimated_efficiency"))),
+               ("est. TF/s", lambda r: _fixed(r.get("estimated_tflops"), 0))]
     if published:
         columns += [("pub TFLOPS", lambda r: r.get("published_tflops")),
                     ("pub MFMA eff", lambda r: pct(r.get("published_mfma_efficiency")))]
@@ -99,13 +112,14 @@ def render(target: str, rows: list[dict], corr: dict | None) -> str:
     body = [[value(r) for _, value in columns] if r["status"] == "ok"
             else [r["stage"], f"{r['status']}: {r['message']}"[:60]] + [None] * (len(columns) - 2) for r in rows]
     out = [table(body, [header for header, _ in columns]), "",
-           "est. eff = STATIC ESTIMATE of matrix-unit busy fraction in the hot loop (docs/static-model.md)."]
+           ("est. eff = STATIC ESTIMATE of matrix-unit busy fraction in the hot loop; est. TF/s = STATIC ESTIMATE of "
+           "useful TFLOP/s of the whole kernel at the benchmark shape (docs/static-model.md).")]
     if published:
         out.append(f"pub = {tgt.ladder.published_by}.")
     if not tgt.verified_on_hardware:
         out.append(f"{tgt.name}: nearpeak's runtime path has not yet run on hardware ({', '.join(tgt.devices)}).")
-    if corr and corr.get("n"):
-        out.append(f"Spearman rho over {', '.join(corr['stages'])} (static estimate vs published MFMA efficiency): "
+    for corr in corrs:
+        out.append(f"Spearman rho, {corr['between']}, n={corr['n']} ({', '.join(corr['stages'])}): "
                    f"{corr['spearman_rho']}")
     return "\n".join(out)
 
@@ -126,10 +140,9 @@ def ladder_main(args) -> int:
             return err.exit_code
     rows = ladder_records(args.target, run=args.run, jobs=args.jobs,
                           progress=lambda msg: print(msg, file=sys.stderr, flush=True))
-    stages = get_target(args.target).ladder.correlation_stages
-    corr = correlation(rows, stages) if stages else None
+    corrs = correlations(args.target, rows)
     if args.json:
-        print(json.dumps({"target": args.target, "stages": rows, "correlation": corr}, indent=2, default=str))
+        print(json.dumps({"target": args.target, "stages": rows, "correlations": corrs}, indent=2, default=str))
     else:
-        print(render(args.target, rows, corr))
+        print(render(args.target, rows, corrs))
     return 0 if all(r["status"] == "ok" for r in rows) else 1

@@ -40,6 +40,10 @@ class StaticRecord:
     hot_loop_spills: int
     estimated_efficiency: float | None   # STATIC ESTIMATE (0..1) of the matrix-unit busy fraction
     estimate: dict | None            # the model's breakdown (evaluator.targets.loop_estimate.LoopEstimate)
+    model: dict | None = None        # the kernel-level model's inputs (evaluator.throughput.ModelInputs)
+    estimated_tflops: float | None = None   # STATIC ESTIMATE: useful TFLOP/s of the whole kernel (the objective)
+    useful_fraction: float | None = None    # useful over issued matrix FLOPs
+    throughput: dict | None = None   # the kernel-level breakdown (evaluator.throughput.ThroughputEstimate)
     kernels: list[dict] = field(default_factory=list)   # every compiled kernel's record, without hot_loop
     primary_kernel: int = 0
     estimate_kind: str = "static_estimate"

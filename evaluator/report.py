@@ -49,7 +49,7 @@ def format_record(record: dict) -> str:
     lines += [f"  {label:<22} {_value(st.get(key), unit)}" for key, label, unit in fields]
     loop = st.get("hot_loop")
     if loop:
-        mix = {k: v for k, v in loop.items() if k not in ("excerpt", "view", "header") and v}
+        mix = {k: v for k, v in loop.items() if k not in ("excerpt", "view", "header", "depth") and v}
         lines += ["", f"  hot loop ({loop['instructions']} instructions, header {loop['header']}):"]
         lines += [f"    {k:<20} {v}" for k, v in mix.items() if k != "instructions"]
         lines.append(f"  {'hot_loop_spills':<22} {st.get('hot_loop_spills')}")
@@ -57,6 +57,13 @@ def format_record(record: dict) -> str:
         lines.append(f"  {'efficiency':<22} {pct(st.get('estimated_efficiency'))} "
                      f"(STATIC ESTIMATE: {est.get('matrix_cycles_per_iteration')} matrix cycles over "
                      f"{est.get('estimated_iteration_cycles')} estimated cycles per iteration, bound: {est.get('bound')})")
+        tp = st.get("throughput")
+        if tp:
+            limits = ", ".join(((st.get("model") or {}).get("residency") or {}).get("limited_by") or [])
+            lines.append(f"  {'estimated TFLOP/s':<22} {tp['estimated_tflops']:.1f} (STATIC ESTIMATE of the whole kernel: "
+                         f"{tp['tiles']} tiles x {tp['iterations_per_tile']} iterations, {tp['resident_ctas']} resident "
+                         f"CTA(s) per CU/SM limited by {limits or '-'}, {tp['waves']} round(s); useful fraction "
+                         f"{tp['useful_fraction']})")
     else:
         lines.append("  no loop with matrix instructions found")
     if len(st.get("kernels", [])) > 1:

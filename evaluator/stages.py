@@ -75,7 +75,7 @@ def evaluate_static(path: str | Path, target: str | None = None, shape=None, kno
         compile_s = time.perf_counter() - started
         record = base_record(path, target)
         record.update(shape=list(shape), knobs={**spec.knobs, **(knobs or {})}, spec=spec.to_dict(),
-                      compile_seconds=round(compile_s, 3), static=analyze(kernels, tgt),
+                      compile_seconds=round(compile_s, 3), static=analyze(kernels, tgt, shape),
                       kernel_provenance=trace.to_dict())
         if dump_dir:
             record["dumped"] = dump_artifacts(kernels, tgt, dump_dir)

@@ -11,16 +11,26 @@ from pathlib import Path
 
 from .compile import CompiledKernel
 from .targets import Target
+from .throughput import ModelInputs, kernel_estimate
 
-_HEADLINE_ONLY = ("hot_loop", "kernels", "primary_kernel", "estimate_kind")
+_HEADLINE_ONLY = ("hot_loop", "kernels", "primary_kernel", "estimate_kind", "model", "estimated_tflops",
+                  "useful_fraction", "throughput")
 
 
-def analyze(kernels: list[CompiledKernel], target: Target) -> dict:
-    """Report every compiled kernel; the headline is the one doing the matrix work (a StaticRecord as JSON)."""
+def analyze(kernels: list[CompiledKernel], target: Target, shape: tuple[int, int, int] | None = None) -> dict:
+    """Report every compiled kernel; the headline is the one doing the matrix work (a StaticRecord as JSON).
+    With the GEMM `shape`, the headline also carries the work-normalised objective `estimated_tflops` and
+    `useful_fraction` (evaluator.throughput; None without a shape or a K loop)."""
     records = [target.analyze_kernel(k) for k in kernels]
     primary = max(range(len(records)), key=lambda i: records[i].matrix_instructions)
     per_kernel = [{k: v for k, v in r.to_dict().items() if k not in _HEADLINE_ONLY} for r in records]
-    return replace(records[primary], kernels=per_kernel, primary_kernel=primary).to_dict()
+    headline = replace(records[primary], kernels=per_kernel, primary_kernel=primary)
+    if shape is not None and headline.model:
+        estimate = kernel_estimate(ModelInputs.from_dict(headline.model), tuple(shape), kernels[primary].grid,
+                                   target.compute_units, target.clock_ghz)
+        headline = replace(headline, estimated_tflops=round(estimate.estimated_tflops, 1),
+                           useful_fraction=round(estimate.useful_fraction, 4), throughput=estimate.to_dict())
+    return headline.to_dict()
 
 
 def dump_artifacts(kernels: list[CompiledKernel], target: Target, directory) -> list[str]:

@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = (ROOT / "docs" / "eval-schema.md").read_text()
 
 TARGET_FIELDS = frozenset(f for t in all_targets() for f in t.toolchain.static_fields)
-HOT_LOOP_FIELDS = frozenset({"header", "excerpt", "view", "mfma_cycles", *amdgcn.instruction_mix([]), *sass.instruction_mix([])})
+HOT_LOOP_FIELDS = frozenset({"header", "depth", "excerpt", "view", "mfma_cycles", *amdgcn.instruction_mix([]),
+                             *sass.instruction_mix([])})
 ESTIMATE_FIELDS = frozenset(LoopEstimate(0, 1.0, 0.0, "issue", {}).to_dict())
 # What a variable (or a key read off another record) holds, by the name the code gives it.
 READERS = {

@@ -54,8 +54,11 @@ class TuneCache:
 
 
 def _score(entry: dict) -> float:
-    value = entry.get("tflops_measured")
-    return float(value) if value is not None else float(entry.get("estimated_efficiency") or 0.0)
+    """Measured TFLOP/s when there are any, else the static objective (entries from before it: the efficiency)."""
+    for key in ("tflops_measured", "estimated_tflops", "estimated_efficiency"):
+        if entry.get(key) is not None:
+            return float(entry[key])
+    return 0.0
 
 
 class TuneProposer:
@@ -112,6 +115,7 @@ class TuneProposer:
         self.cache.put(TuneCache.key(candidate.source, candidate.meta["knobs"], shape, target), {
             "status": f.status, "verdict": outcome.verdict, "reason": outcome.reason,
             "screened_out": outcome.screened_out,
-            "estimated_efficiency": f.efficiency_estimate, "hot_loop_spills": f.hot_loop_spills,
+            "estimated_efficiency": f.efficiency_estimate,
+            "estimated_tflops": (record.get("static") or {}).get("estimated_tflops"), "hot_loop_spills": f.hot_loop_spills,
             "tflops_measured": f.tflops_measured, "device": f.device, "recorded_at": time.time(),
         })

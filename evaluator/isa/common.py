@@ -10,6 +10,7 @@ class Instruction:
     mnemonic: str
     operands: str
     line: int          # 1-based line in the assembly text
+    guard: str = ""    # predicate the instruction runs under ("@!P0" in SASS), "" when it always runs
 
     @property
     def text(self) -> str:
@@ -36,10 +37,3 @@ class Loop:
             lines.append(f"... ({len(self.instructions) - limit} more instructions)")
         return "\n".join(lines)
 
-
-def hot_loop(loops: list[Loop], is_matrix) -> Loop | None:
-    """The loop with the most matrix instructions; on a tie the smaller body, i.e. the innermost loop
-    (a persistent or warp-specialized kernel's tile loop contains its K loop)."""
-    scored = [(lp.count(is_matrix), len(lp.instructions), lp) for lp in loops]
-    scored = [s for s in scored if s[0] > 0]
-    return max(scored, key=lambda s: (s[0], -s[1]))[2] if scored else None

@@ -12,7 +12,9 @@ The kinds of case:
   is the comparison's `candidate_status` (or its `error`), and it must not be accepted;
 - "call": a function of misbehave.py run directly through `evaluator.sandbox.run_isolated`, to test the
   containment itself on behaviour the policy would have refused (`expect` is the sandbox verdict);
-- "guarded": like "call", with a copy of the evaluator tree watched by `evaluator.isolated.run_guarded`.
+- "guarded": like "call", with a copy of the evaluator tree watched by `evaluator.isolated.run_guarded`;
+- "static_pair": a candidate and its honest counterpart (`kwargs["baseline"]`) both evaluated statically; the
+  cheat must score a lower static objective (`estimated_tflops`) and show wasted work (`useful_fraction` < 1).
 
 `gpu` cases need an sm90 GPU (they pass the static stage on a CPU, by design: the cheat is in what the kernel
 computes, which only running it reveals). Placeholders in kwargs: {tmp} is a fresh directory for the case,
@@ -31,7 +33,7 @@ MISBEHAVE = "tests.adversarial.misbehave"
 class Case:
     name: str
     defense: str
-    kind: str                      # "file" | "api" | "foreign" | "compare" | "call" | "guarded"
+    kind: str                      # "file" | "api" | "foreign" | "compare" | "call" | "guarded" | "static_pair"
     expect: str                    # record status ("file") or sandbox verdict ("call", "guarded")
     rule: str | None = None        # policy rule that must be reported ("file" cases rejected by the policy)
     reasons: tuple[str, ...] = ()  # runtime statuses that count as the right reason (GPU "file" cases)
@@ -119,6 +121,9 @@ CASES: tuple[Case, ...] = (
          timeout_s=20),
     Case("guarded.tamper", "evaluator files hashed before and after", "guarded", "tampered", timeout_s=20,
          kwargs={"path": "{watch}/runtime/correctness.py"}),
+    # The static objective: wasted matrix work must lower the score, never raise it.
+    Case("static_redundant_mfma", "static objective: every MFMA done twice (copy never stored) scores lower",
+         "static_pair", "lower_score", target="gfx950", timeout_s=300, kwargs={"baseline": "honest_gfx950"}),
     # Honest kernels: must pass everywhere they can run.
     Case("honest_sm90", "honest sm90 kernel passes", "file", "ok", timeout_s=300),
     Case("honest_gfx950", "honest gfx950 kernel passes (static on CPU; runtime only on an MI350/MI355)", "file",

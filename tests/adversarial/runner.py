@@ -87,6 +87,19 @@ def _judge_comparison(case: Case, present_target: str | None) -> tuple[str, bool
     return got, passed, detail, isinstance(record.get("runtime"), dict)
 
 
+def _judge_static_pair(case: Case, cheat: dict, honest: dict) -> tuple[str, bool, str]:
+    """The cheat must score a lower static objective than its honest counterpart and report wasted work."""
+    figures = [(r.get("static") or {}) for r in (cheat, honest)]
+    scores = [f.get("estimated_tflops") for f in figures]
+    useful = figures[0].get("useful_fraction")
+    detail = (f"estimated_tflops {scores[0]} vs honest {scores[1]}; useful_fraction {useful}; "
+              f"estimated_efficiency {figures[0].get('estimated_efficiency')} vs {figures[1].get('estimated_efficiency')}")
+    if any(r.get("status") != "ok" for r in (cheat, honest)) or None in scores or useful is None:
+        return f"{cheat.get('status')}/{honest.get('status')}", False, f"no static objective: {detail}"
+    got = "lower_score" if scores[0] < scores[1] and useful < 1.0 else "not_lower"
+    return got, got == case.expect, detail
+
+
 def run_case(case: Case, present_target: str | None = None) -> Outcome:
     """Run `case` and judge it; never raises for what the candidate does."""
     started = time.monotonic()
@@ -125,6 +138,11 @@ def run_case(case: Case, present_target: str | None = None) -> Outcome:
             got = "tampered" if guarded.tampered else guarded.result.verdict
             passed = got == case.expect
             detail = f"changed: {list(guarded.tampered)}"
+        elif case.kind == "static_pair":
+            baseline = CANDIDATES / f"{case.kwargs['baseline']}.py"
+            records = [evaluate_isolated(p, target=case.target, run=False, timeout_s=case.timeout_s)
+                       for p in (case.path, baseline)]
+            got, passed, detail = _judge_static_pair(case, *records)
         else:
             raise ValueError(f"unknown case kind {case.kind!r}")
     return Outcome(case.name, case.defense, case.expect if not case.reasons else f"rejected: {'|'.join(case.reasons)}",

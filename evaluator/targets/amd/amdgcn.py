@@ -1,9 +1,8 @@
 """Parse AMDGPU assembly (.amdgcn) from Triton's compile for a CDNA target (gfx942, gfx950).
 
 Register and spill counts come from the HSA metadata the assembler emits (`.vgpr_count`,
-`.agpr_count`, ...) and from LLVM's resource-usage comments (`; NumVgprs:`). Loops come from LLVM's
-block comments: a loop header carries `Loop Header: Depth=N`, every other block of the loop carries
-`in Loop: Header=BBx_y Depth=N`.
+`.agpr_count`, ...) and from LLVM's resource-usage comments (`; NumVgprs:`). Loops come from the
+control-flow graph of the branches (evaluator.isa.cfg), not from LLVM's loop comments.
 """
 from __future__ import annotations
 
@@ -11,12 +10,11 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
+from ...isa import cfg
 from ...isa.common import Instruction, Loop
 
 # A block starts at a label (`.LBB0_3:`) or, when it has none, at LLVM's `; %bb.6:` comment.
 _LABEL = re.compile(r"^(?:; %)?(\.?L?BB\d+_\d+|\.LBB\d+_\d+|bb\.\d+):(.*)$")
-_HEADER = re.compile(r"Loop Header: Depth=(\d+)")
-_IN_LOOP = re.compile(r"in Loop: Header=(BB\d+_\d+) Depth=(\d+)")
 _INSTR = re.compile(r"^\s+([a-z][a-z0-9_.]*)\b\s*(.*?)\s*(?:;.*)?$")
 
 
@@ -82,39 +80,36 @@ def parse_instructions(text: str) -> list[tuple[str | None, Instruction]]:
     return out
 
 
-def _block_loops(text: str) -> dict[str, tuple[str, int]]:
-    """Block label -> (innermost loop header, depth)."""
-    loops: dict[str, tuple[str, int]] = {}
-    name: str | None = None
-    for raw in text.splitlines():
-        label = _LABEL.match(raw)
-        if label:
-            name, comment = label.group(1).lstrip("."), label.group(2)
-        elif name is not None and raw.strip().startswith(";"):
-            comment = raw  # LLVM moves the loop comment to the next line when the label names the block
-        else:
-            name = None
-            continue
-        if name in loops:
-            continue
-        if (m := _HEADER.search(comment)):
-            loops[name] = (name.lstrip("L"), int(m.group(1)))
-        elif (m := _IN_LOOP.search(comment)):
-            loops[name] = (m.group(1), int(m.group(2)))
-    return loops
+class BranchRules:
+    """Control flow of AMDGCN for `evaluator.isa.cfg`: s_branch always jumps, s_cbranch_* may; s_endpgm and
+    s_setpc end a path."""
+
+    def targets(self, ins: Instruction) -> list[str]:
+        if ins.mnemonic == "s_branch" or ins.mnemonic.startswith("s_cbranch"):
+            return [ins.operands.split()[0].lstrip(".")] if ins.operands else []
+        return []
+
+    def ends_block(self, ins: Instruction) -> bool:
+        return ins.mnemonic.startswith(("s_branch", "s_cbranch", "s_endpgm", "s_setpc"))
+
+    def falls_through(self, ins: Instruction) -> bool:
+        return ins.mnemonic.startswith("s_cbranch")
+
+
+def is_spin(ins: Instruction) -> bool:
+    """Instructions a wait loop is made of: waits, sleeps, branches."""
+    return ins.mnemonic.startswith(("s_sleep", "s_waitcnt", "s_nop", "s_branch", "s_cbranch"))
+
+
+def control_flow(text: str) -> cfg.ControlFlow:
+    """Blocks and natural loops of one kernel's assembly (evaluator.isa.cfg)."""
+    return cfg.analyze(parse_instructions(text), BranchRules(), is_spin)
 
 
 def find_loops(text: str) -> list[Loop]:
-    membership = _block_loops(text)
-    loops: dict[str, Loop] = {}
-    for block, ins in parse_instructions(text):
-        if block is None or block not in membership:
-            continue
-        header, depth = membership[block]
-        loops.setdefault(header, Loop(header=header, depth=depth)).instructions.append(ins)
-    # An outer loop also contains its inner loops' blocks; LLVM annotates each block with its innermost
-    # loop only, so the hot loop (the one with the most matrix work) is looked up among innermost loops.
-    return list(loops.values())
+    """The kernel's natural loops, each with its blocks' instructions in text order."""
+    flow = control_flow(text)
+    return [Loop(lp.header, lp.depth, flow.loop_instructions(lp)) for lp in flow.loops]
 
 
 def is_mfma(m: str) -> bool:

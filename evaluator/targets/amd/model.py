@@ -34,6 +34,9 @@ class AmdCosts:
     # LDS pipe cycles per instruction without bank conflicts (the seed: ds_read_b128 issues in 16 cycles).
     lds_bytes_per_cycle: int = 64
     bank_conflict_ways: int = 1    # 4 for an unpadded, unswizzled operand tile (the seed's measurement)
+    # Operand bytes per clock into one CU from the cache hierarchy, shared by its resident workgroups:
+    # not modelled on gfx950 (no AMD measurement to fit it on; docs/static-model.md).
+    operand_bytes_per_clock: float | None = None
 
 
 _WAIT = re.compile(r"(vmcnt|lgkmcnt)\((\d+)\)")

@@ -6,10 +6,12 @@ import math
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ...isa.common import hot_loop
+from ...isa.common import Loop
 from ...isa.loop_view import loop_view
 from ...isa.ttgir import shared_layout_kinds
 from ...records import StaticRecord
+from ...throughput import ModelInputs, Residency, StreamLoop, TileOverheads
+from ...work import MatrixWork, matrix_work
 from . import amdgcn
 from .model import AmdCosts, estimate_amdgcn
 
@@ -23,6 +25,7 @@ STATIC_FIELDS = ("arch_vgprs", "agprs", "total_vgprs", "sgprs", "vgpr_spill_coun
                  "occupancy_limit_lds", "mfma_count", "mfma_shape", "shared_layouts")  # docs/eval-schema.md
 LDS_CONFLICT_WAYS = 4   # an unpadded, unswizzled operand tile (the seed's 64- vs 16-cycle ds_read_b128)
 VGPR_GRANULE = 8
+MAX_WORKGROUPS_PER_CU = 32   # CDNA3/CDNA4 ISA guides: workgroup slots per CU
 
 
 def occupancy(total_vgprs: int, lds_bytes: int, num_warps: int, target: Target) -> dict:
@@ -38,6 +41,36 @@ def occupancy(total_vgprs: int, lds_bytes: int, num_warps: int, target: Target) 
     waves = min(by_vgpr, by_lds)
     waves = (waves // waves_per_wg_per_simd) * waves_per_wg_per_simd
     return {"occupancy_waves_per_simd": waves, "occupancy_limit_vgpr": by_vgpr, "occupancy_limit_lds": by_lds}
+
+
+def residency(total_vgprs: int, lds_bytes: int, warps: int, target: Target) -> Residency:
+    """Workgroups one CU holds at once, by each limit: registers, LDS, wave slots, workgroup slots."""
+    waves_per_simd = max(1, math.ceil(warps / target.simds_per_cu))
+    vgpr_alloc = max(VGPR_GRANULE, math.ceil(total_vgprs / VGPR_GRANULE) * VGPR_GRANULE)
+    limits = {
+        "registers": (target.register_file // vgpr_alloc) // waves_per_simd,
+        "lds": target.shared_bytes_per_cu // lds_bytes if lds_bytes else MAX_WORKGROUPS_PER_CU,
+        "wave_slots": target.max_waves_per_simd // waves_per_simd,
+        "workgroup_slots": MAX_WORKGROUPS_PER_CU,
+    }
+    return Residency(max(0, min(limits.values())), limits)
+
+
+def model_inputs(flow, loop, estimate, work: MatrixWork, total_vgprs: int, lds: int, target: Target,
+                 costs: AmdCosts) -> ModelInputs:
+    """The hot-loop estimate, residency and per-tile overheads the kernel-level estimate needs."""
+    after = flow.after(loop)
+    epilogue = estimate_amdgcn(after, target.matrix_cycles, costs).iteration_cycles if after else 0.0
+    tile_loads = any(amdgcn.classify(i) in ("global_load", "buffer_load", "direct_to_lds_load") for i in after)
+    stalls = sum(estimate.stall_cycles.values())
+    return ModelInputs(
+        work=work,
+        loop=StreamLoop(estimate.iteration_cycles, estimate.matrix_cycles, max(0.0, estimate.iteration_cycles - stalls)),
+        streams_per_cta=max(1, math.ceil(work.consumer_warps / target.simds_per_cu)),
+        residency=residency(total_vgprs, lds, work.total_warps, target),
+        operand_bytes_per_cycle=costs.operand_bytes_per_clock,
+        overheads=TileOverheads(float(costs.vmem_latency), work.warp_specialized or (work.persistent and not tile_loads),
+                                epilogue))
 
 
 def analyze_kernel(kernel: CompiledKernel, target: Target, costs: AmdCosts) -> StaticRecord:
@@ -63,19 +96,24 @@ def analyze_kernel(kernel: CompiledKernel, target: Target, costs: AmdCosts) -> S
         spills=res.vgpr_spill_count + res.sgpr_spill_count, shared_bytes=lds,
         occupancy=details["occupancy_waves_per_simd"], matrix_instructions=len(mfmas),
         hot_loop=None, hot_loop_spills=0, estimated_efficiency=None, estimate=None, details=details)
-    loop = hot_loop(amdgcn.find_loops(text), amdgcn.is_mfma)
+    flow = amdgcn.control_flow(text)
+    loop = flow.innermost_carrying(amdgcn.is_mfma)
     if loop is None:
         return record
-    mix = amdgcn.instruction_mix(loop.instructions)
+    body = flow.loop_instructions(loop)
+    mix = amdgcn.instruction_mix(body)
     conflict = LDS_CONFLICT_WAYS if "unswizzled_shared" in layouts and "padded_shared" not in layouts else 1
     loop_costs = replace(costs, bank_conflict_ways=conflict)
-    estimate = estimate_amdgcn(loop.instructions, target.matrix_cycles, loop_costs)
+    estimate = estimate_amdgcn(body, target.matrix_cycles, loop_costs)
+    work = matrix_work(kernel.asm.get("ttgir", ""))
     return replace(
         record,
-        hot_loop={**mix, "header": loop.header, "mfma_cycles": estimate.matrix_cycles,
-                  "excerpt": loop.excerpt(EXCERPT_LINES),
-                  "view": loop_view(loop.instructions, amdgcn.in_loop_view)},
+        hot_loop={**mix, "header": loop.header, "depth": loop.depth, "mfma_cycles": estimate.matrix_cycles,
+                  "excerpt": Loop(loop.header, loop.depth, body).excerpt(EXCERPT_LINES),
+                  "view": loop_view(body, amdgcn.in_loop_view)},
         hot_loop_spills=mix["scratch_load"] + mix["scratch_store"],
         estimated_efficiency=round(estimate.estimated_efficiency, 4),
         estimate=estimate.to_dict(),
+        model=model_inputs(flow, loop, estimate, work, res.total_vgprs, lds, target, loop_costs).to_dict()
+        if work.k_loop_line is not None else None,
     )

@@ -23,7 +23,7 @@ GFX950_LOW_PRECISION = {
     "mxfp4": {"tflops": 5255, "mfma_efficiency": 0.924},
 }
 
-# Stages whose published efficiency the static estimate is ranked against (stock-compiler stages).
-CORRELATION_STAGES = ("v00", "v01", "v02", "v03", "v04", "v05")
+# Stages whose published figures the static estimate is ranked against: the whole ladder (`nearpeak ladder`).
+CORRELATION_STAGES = ("v00", "v01", "v02", "v03", "v04", "v05", "v06", "v07", "v08", "v09", "bf8", "mxfp4")
 
 PUBLISHED_BY = "the seed authors' figures measured on an MI355X with custom Triton builds, not nearpeak's"

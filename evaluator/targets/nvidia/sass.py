@@ -1,11 +1,11 @@
 """Parse Hopper SASS (from `nvdisasm -c` on Triton's cubin) and ptxas's resource report.
 
 Registers, stack frame and spill bytes come from `ptxas -v` run on the kernel's PTX with the target's
-`--gpu-name`; the instruction mix and the hot loop from the disassembly, where a loop is a branch back
-to an earlier label.
+`--gpu-name`; the instruction mix and loops from the control-flow graph of the disassembly (evaluator.isa.cfg).
 """
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 import tempfile
@@ -13,10 +13,11 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...isa import cfg
 from ...isa.common import Instruction, Loop
 
 _LABEL = re.compile(r"^(\.L_x_\d+):")
-_INSTR = re.compile(r"^\s+/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Za-z0-9_.]*)\s*(.*?)\s*;")
+_INSTR = re.compile(r"^\s+/\*[0-9a-f]+\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Za-z0-9_.]*)\s*(.*?)\s*;")
 _TARGET = re.compile(r"`\((\.L_x_\d+)\)")
 _HGMMA_SHAPE = re.compile(r"[HQ]GMMA\.(\d+)x(\d+)x(\d+)")
 
@@ -36,6 +37,7 @@ def _tool(name: str) -> str:
     return getattr(knobs.nvidia, name).path
 
 
+@functools.lru_cache(maxsize=64)  # a kernel is analysed again for each model variant (fits, ladders)
 def ptxas_resource_usage(ptx: str, arch: str) -> ResourceUsage:
     """ptxas -v's register, stack and spill report for `ptx` compiled for `arch` ("sm_90a")."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -78,26 +80,44 @@ def parse_instructions(text: str) -> list[tuple[str | None, Instruction]]:
             label = m.group(1)
             continue
         if (m := _INSTR.match(raw)):
-            out.append((label, Instruction(m.group(1), m.group(2), no)))
+            guard = (m.group(1) or "").strip()
+            out.append((label, Instruction(m.group(2), m.group(3), no, "" if guard == "@PT" else guard)))
     return out
 
 
+class BranchRules:
+    """Control flow of SASS for `evaluator.isa.cfg`: BRA/JMP to a label, EXIT/RET/trap ending a path; a guarded
+    instruction (`@P0 BRA`) may not run, so control can fall through it."""
+
+    def targets(self, ins: Instruction) -> list[str]:
+        if ins.mnemonic.startswith(("BRA", "JMP")):
+            return _TARGET.findall(ins.operands)
+        if ins.mnemonic.startswith(("BRX", "JMX")):  # indirect: nvdisasm lists the targets in a comment
+            listed = re.search(r"BRANCH_TARGETS ([^\"]*)", ins.operands)
+            return re.findall(r"\.L_x_\d+", listed.group(1)) if listed else []
+        return []
+
+    def ends_block(self, ins: Instruction) -> bool:
+        return ins.mnemonic.startswith(("BRA", "BRX", "JMP", "JMX", "EXIT", "RET", "BPT.TRAP"))
+
+    def falls_through(self, ins: Instruction) -> bool:
+        return bool(ins.guard) and ins.guard != "@!PT"
+
+
+def is_spin(ins: Instruction) -> bool:
+    """Instructions an mbarrier wait loop is made of: the try-wait itself, a back-off, the branches."""
+    return ins.mnemonic.startswith(("SYNCS.PHASECHK", "NANOSLEEP", "YIELD", "NOP", "BRA"))
+
+
+def control_flow(text: str) -> cfg.ControlFlow:
+    """Blocks, natural loops and mbarrier retry stubs of one kernel's disassembly."""
+    return cfg.analyze(parse_instructions(text), BranchRules(), is_spin)
+
+
 def find_loops(text: str) -> list[Loop]:
-    """Each backward branch closes a loop that spans from its target label to the branch."""
-    lines = text.splitlines()
-    label_line = {m.group(1): no for no, raw in enumerate(lines, 1) if (m := _LABEL.match(raw))}
-    instructions = [ins for _, ins in parse_instructions(text)]
-    loops = []
-    for ins in instructions:
-        if not ins.mnemonic.startswith("BRA"):
-            continue
-        target = _TARGET.search(ins.operands)
-        if not target or label_line.get(target.group(1), ins.line) >= ins.line:
-            continue
-        start = label_line[target.group(1)]
-        body = [i for i in instructions if start < i.line <= ins.line]
-        loops.append(Loop(header=target.group(1), depth=1, instructions=body))
-    return loops
+    """The kernel's natural loops, each with its blocks' instructions in text order (retry stubs left out)."""
+    flow = control_flow(text)
+    return [Loop(lp.header, lp.depth, flow.loop_instructions(lp)) for lp in flow.loops]
 
 
 def is_matrix(m: str) -> bool:

@@ -2,12 +2,15 @@
 disassembly, occupancy, and the hot loop's static efficiency estimate."""
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ...isa.common import hot_loop
+from ...isa.common import Loop
 from ...isa.loop_view import loop_view
 from ...records import StaticRecord
+from ...throughput import ModelInputs, Residency, StreamLoop, TileOverheads
+from ...work import MatrixWork, matrix_work
 from . import sass
 from .model import NvCosts, estimate_sass
 
@@ -35,16 +38,47 @@ def sass_text(kernel: CompiledKernel) -> str:
     return kernel.asm["sass"]
 
 
+def residency(registers: int, shared_bytes: int, warps: int, target: Target) -> Residency:
+    """CTAs one SM holds at once, by each limit: registers, shared memory, warp slots, block slots."""
+    threads = warps * target.warp_size
+    limits = {
+        "registers": target.register_file // (registers * threads) if registers else NO_LIMIT_BLOCKS,
+        "shared": target.shared_bytes_per_cu // shared_bytes if shared_bytes else NO_LIMIT_BLOCKS,
+        "warp_slots": MAX_WARPS_PER_SM // max(1, warps),
+        "block_slots": NO_LIMIT_BLOCKS,
+    }
+    return Residency(max(0, min(limits.values())), limits)
+
+
+_LOADS = ("tma_load", "global_load", "cp_async")
+
+
+def model_inputs(flow, loop, estimate, work: MatrixWork, registers: int, shared_bytes: int, target: Target,
+                 costs: NvCosts) -> ModelInputs:
+    """The hot-loop estimate, residency and per-tile overheads the kernel-level estimate needs."""
+    after = flow.after(loop)
+    epilogue = estimate_sass(after, target.matrix_cycles, 0, costs).iteration_cycles if after else 0.0
+    tile_loads = any(sass.classify(i) in _LOADS for i in after)
+    tma = any(sass.classify(i) == "tma_load" for b in flow.blocks for i in b.instructions)
+    stalls = sum(estimate.stall_cycles.values())
+    return ModelInputs(
+        work=work,
+        loop=StreamLoop(estimate.iteration_cycles, estimate.matrix_cycles, max(0.0, estimate.iteration_cycles - stalls)),
+        streams_per_cta=max(1, math.ceil(work.consumer_warps / target.simds_per_cu)),
+        residency=residency(registers, shared_bytes, work.total_warps, target),
+        operand_bytes_per_cycle=costs.operand_bytes_per_clock,
+        overheads=TileOverheads(float(costs.tma_latency if tma else costs.gmem_latency),
+                                work.warp_specialized or (work.persistent and not tile_loads), epilogue))
+
+
 def analyze_kernel(kernel: CompiledKernel, target: Target, costs: NvCosts) -> StaticRecord:
     """The static record of one kernel compiled for an NVIDIA target (docs/eval-schema.md)."""
     res = sass.ptxas_resource_usage(kernel.asm["ptx"], ptxas_arch(target))
     text = sass_text(kernel)
     instructions = [ins for _, ins in sass.parse_instructions(text)]
     mix_all = sass.instruction_mix(instructions)
-    threads = kernel.num_warps * target.warp_size
-    blocks_by_regs = target.register_file // max(1, res.registers * threads) if res.registers else NO_LIMIT_BLOCKS
-    blocks_by_smem = target.shared_bytes_per_cu // kernel.shared_bytes if kernel.shared_bytes else NO_LIMIT_BLOCKS
-    blocks = max(0, min(blocks_by_regs, blocks_by_smem, MAX_WARPS_PER_SM // max(1, kernel.num_warps)))
+    work = matrix_work(kernel.asm.get("ttgir", ""))  # before the loop estimate: it says who feeds the K loop
+    blocks = residency(res.registers, kernel.shared_bytes, max(kernel.num_warps, work.total_warps), target).ctas_per_unit
     details = {
         "spill_store_bytes": res.spill_store_bytes, "spill_load_bytes": res.spill_load_bytes,
         "stack_frame_bytes": res.stack_frame_bytes,
@@ -59,18 +93,24 @@ def analyze_kernel(kernel: CompiledKernel, target: Target, costs: NvCosts) -> St
         spills=res.spill_store_bytes + res.spill_load_bytes, shared_bytes=kernel.shared_bytes, occupancy=blocks,
         matrix_instructions=mix_all["wgmma"] + mix_all["mma_sync"],
         hot_loop=None, hot_loop_spills=0, estimated_efficiency=None, estimate=None, details=details)
-    loop = hot_loop(sass.find_loops(text), sass.is_matrix)
+    flow = sass.control_flow(text)
+    loop = flow.innermost_carrying(sass.is_matrix)
     if loop is None:
         return record
-    mix = sass.instruction_mix(loop.instructions)
-    first = loop.instructions[0].line if loop.instructions else 0
+    body = flow.loop_instructions(loop)
+    mix = sass.instruction_mix(body)
+    first = body[0].line if body else 0
     prologue_tma = sum(1 for i in instructions if i.line < first and i.mnemonic.startswith("UTMALDG"))
-    estimate = estimate_sass(loop.instructions, target.matrix_cycles, prologue_tma, costs)
+    estimate = estimate_sass(body, target.matrix_cycles, prologue_tma, costs,
+                             producer_lead=max(1, work.ring_depth - 1) if work.warp_specialized else 0)
     return replace(
         record,
-        hot_loop={**mix, "header": loop.header, "excerpt": loop.excerpt(EXCERPT_LINES),
-                  "view": loop_view(loop.instructions, sass.in_loop_view)},
+        hot_loop={**mix, "header": loop.header, "depth": loop.depth,
+                  "excerpt": Loop(loop.header, loop.depth, body).excerpt(EXCERPT_LINES),
+                  "view": loop_view(body, sass.in_loop_view)},
         hot_loop_spills=mix["spill_store"] + mix["spill_load"],
         estimated_efficiency=round(estimate.estimated_efficiency, 4),
         estimate=estimate.to_dict(),
+        model=model_inputs(flow, loop, estimate, work, res.registers, kernel.shared_bytes, target, costs).to_dict()
+        if work.k_loop_line is not None else None,
     )

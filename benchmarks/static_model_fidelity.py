@@ -1,0 +1,271 @@
+"""How well the static estimate ranks kernels the way the hardware does (issue 16).
+
+Three sets, each a list of (kernel, static estimate, reference figure):
+
+* gfx950_published: the ten gfx950 fp16 stages plus bf8 and MXFP4 against the seed's published figures
+  (measured by the seed's authors on an MI355X with their own Triton build, not by nearpeak);
+* sm90_measured: the ten sm90 bf16 stages against our H200 measurements at 4096^3 and 8192^3
+  (benchmarks/results/sm90_bf16_ladder.json; the earlier run sm90_bf16_ladder_run1.json gives the
+  run-to-run agreement of the measurement itself);
+* sm90_knob_variants: the knob variants of benchmarks/sm90_knob_variants.json (chosen before any estimate of
+  them was computed) against their H200 measurement (benchmarks/results/sm90_knob_variants_h200.jsonl).
+
+For each: Spearman rho with n and a permutation p-value, and pairwise ordering accuracy. Writes
+benchmarks/results/static_model_fidelity.{json,md}; the JSON is a list of records
+{set, n, spearman, p_value, pairwise_accuracy, ...}, the first record of each set being its headline.
+
+    python benchmarks/static_model_fidelity.py [--jobs 2] [--out-dir benchmarks/results] [--json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+LADDER_RUNS = (RESULTS / "sm90_bf16_ladder.json", RESULTS / "sm90_bf16_ladder_run1.json")
+VARIANTS = ROOT / "benchmarks" / "sm90_knob_variants.json"
+VARIANT_RESULTS = RESULTS / "sm90_knob_variants_h200.jsonl"
+SM90_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192))
+GFX950_FILES = tuple(f"kernels/gfx950/fp16/{name}.py" for name in (
+    "v00_naive", "v01_buffer_load", "v02_async_copy", "v03_lds", "v04_global_prefetch", "v05_local_prefetch",
+    "v06_loop_unroll", "v07_sliceN", "v08_sliceMN", "v09_beyond_hotloop")) + (
+    "kernels/gfx950/bf8/v00_bf8.py", "kernels/gfx950/mxfp4/v00_mxfp4.py")
+
+
+def _estimate(job: tuple[str, str, tuple | None, dict | None]) -> dict:
+    """Static figures of one kernel (run in a worker process)."""
+    from evaluator.api import evaluate_static
+
+    path, target, shape, knobs = job
+    record = evaluate_static(str(ROOT / path), target, shape, knobs)
+    st = record.get("static") or {}
+    return {"status": record["status"], "message": record.get("message"),
+            "estimated_tflops": st.get("estimated_tflops"), "estimated_efficiency": st.get("estimated_efficiency"),
+            "useful_fraction": st.get("useful_fraction"), "model": st.get("model")}
+
+
+def _stage_of(path: str) -> str:
+    stem = Path(path).stem
+    return stem.split("_")[0] if "/fp16/" in path or "/bf16/" in path else Path(path).parent.name
+
+
+def compare(set_name: str, estimate: str, against: str, rows: list[dict], tie: float = 0.0, **extra) -> dict:
+    """One fidelity record over rows {label, estimate, measured} (rows missing either value are dropped)."""
+    from evaluator.stats import pairwise_accuracy, spearman, spearman_p_value
+
+    used = [r for r in rows if r.get("estimate") is not None and r.get("measured") is not None]
+    est = [float(r["estimate"]) for r in used]
+    meas = [float(r["measured"]) for r in used]
+    rho = spearman(est, meas) if len(used) >= 3 else None
+    p = spearman_p_value(est, meas) if rho is not None else None
+    accuracy, pairs = pairwise_accuracy(est, meas, tie)
+    return {"set": set_name, "n": len(used), "spearman": None if rho is None else round(rho, 3),
+            "p_value": None if p is None else float(f"{p:.3g}"),
+            "pairwise_accuracy": None if accuracy is None else round(accuracy, 3), "pairs": pairs,
+            "tie_threshold": tie, "estimate": estimate, "against": against, **extra,
+            "dropped": [r["label"] for r in rows if r not in used], "rows": used}
+
+
+def gfx950_records(estimates: dict) -> list[dict]:
+    from evaluator.targets import get_target
+
+    published = get_target("gfx950").ladder.published
+    rows = []
+    for path in GFX950_FILES:
+        stage = _stage_of(path)
+        e = estimates[(path, None, None)]
+        rows.append({"label": stage, "estimated_efficiency": e["estimated_efficiency"],
+                     "estimated_tflops": e["estimated_tflops"], "published_efficiency": published[stage]["mfma_efficiency"],
+                     "published_tflops": published[stage]["tflops"], "status": e["status"]})
+
+    def pick(subset, est_key, pub_key):
+        return [{"label": r["label"], "estimate": r[est_key], "measured": r[pub_key]} for r in subset]
+
+    fp16 = rows[:10]
+    return [
+        compare("gfx950_published", "estimated_efficiency", "published MFMA efficiency", pick(fp16, "estimated_efficiency",
+                "published_efficiency"), kernels="ten fp16 stages"),
+        compare("gfx950_published", "estimated_efficiency", "published MFMA efficiency", pick(rows, "estimated_efficiency",
+                "published_efficiency"), kernels="ten fp16 stages + bf8 + MXFP4"),
+        compare("gfx950_published", "estimated_tflops", "published TFLOP/s", pick(fp16, "estimated_tflops",
+                "published_tflops"), kernels="ten fp16 stages"),
+        compare("gfx950_published", "estimated_tflops", "published TFLOP/s", pick(rows, "estimated_tflops",
+                "published_tflops"), kernels="ten fp16 stages + bf8 + MXFP4"),
+    ]
+
+
+def _ladder_measurements(path: Path) -> dict:
+    """(stage, shape) -> the measured record of one ladder run."""
+    data = json.loads(path.read_text())
+    return {(r["stage"], (r["M"], r["N"], r["K"])): r for r in data["records"] if r.get("tflops")}
+
+
+def sm90_records(estimates: dict) -> list[dict]:
+    runs = [_ladder_measurements(p) for p in LADDER_RUNS]
+    stages = [f"v0{i}" for i in range(10)]
+    files = {_stage_of(p): p for p in sorted(str(q.relative_to(ROOT)) for q in (ROOT / "kernels/sm90/bf16").glob("v0*.py"))}
+    out = []
+    for shape in SM90_SHAPES:
+        rows = [{"label": s, "estimate": estimates[(files[s], shape, None)]["estimated_tflops"],
+                 "measured": (runs[0].get((s, shape)) or {}).get("tflops")} for s in stages]
+        out.append(compare("sm90_measured", "estimated_tflops", "measured TFLOP/s (H200)", rows, shape=list(shape),
+                           measured_in=str(LADDER_RUNS[0].relative_to(ROOT))))
+    shape = SM90_SHAPES[1]
+    rows = [{"label": s, "estimate": estimates[(files[s], shape, None)]["estimated_efficiency"],
+             "measured": (runs[0].get((s, shape)) or {}).get("tensor_pipe_pct")} for s in stages]
+    out.append(compare("sm90_measured", "estimated_efficiency", "measured tensor-pipe active % (ncu, H200)", rows,
+                       shape=list(shape), measured_in=str(LADDER_RUNS[0].relative_to(ROOT))))
+    for shape in SM90_SHAPES:  # how well one measurement ranks the other: the ceiling for any estimate
+        rows = [{"label": s, "estimate": (runs[1].get((s, shape)) or {}).get("tflops"),
+                 "measured": (runs[0].get((s, shape)) or {}).get("tflops")} for s in stages]
+        out.append(compare("sm90_measured", "measured TFLOP/s, earlier run", "measured TFLOP/s (H200)", rows,
+                           shape=list(shape), note="measurement against measurement: run-to-run agreement",
+                           measured_in=str(LADDER_RUNS[0].relative_to(ROOT)),
+                           estimate_from=str(LADDER_RUNS[1].relative_to(ROOT))))
+    return out
+
+
+def variant_measurements() -> tuple[dict, list[dict]]:
+    """The variants file and the measured lines, each with `knobs_changed`: its knobs that differ from the
+    stage file's KNOBS (the measured record holds the full, merged set)."""
+    from evaluator.contract import read_constant
+
+    config = json.loads(VARIANTS.read_text())
+    lines = [json.loads(line) for line in VARIANT_RESULTS.read_text().splitlines() if line.strip()]
+    measured = [r for r in lines if not r.get("header")]
+    for r in measured:
+        defaults = read_constant(ROOT / r["file"], "KNOBS") or {}
+        r["knobs_changed"] = {k: v for k, v in (r.get("knobs") or {}).items() if defaults.get(k) != v}
+    return config, measured
+
+
+def _label(row: dict) -> str:
+    knobs = ",".join(f"{k}={v}" for k, v in row["knobs_changed"].items()) or "defaults"
+    return f"{row['stage']} {knobs}"
+
+
+def variant_records(estimates: dict) -> list[dict]:
+    config, measured = variant_measurements()
+    shape = tuple(config["shape"])
+    tie = config["tie_threshold"]
+    rows = {"variant": [], "default": []}
+    for r in measured:
+        changed = r["knobs_changed"]
+        entry = {"stage": r["stage"], "knobs_changed": changed}
+        est = estimates.get((r["file"], shape, _knob_key(changed)))
+        rows[r["role"]].append({"label": _label(entry), "estimate": (est or {}).get("estimated_tflops"),
+                                "measured": r["tflops"] if r.get("status") == "ok" else None,
+                                "measured_status": r.get("status")})
+    return [
+        compare("sm90_knob_variants", "estimated_tflops", "measured TFLOP/s (H200)", rows["variant"], tie,
+                shape=list(shape), measured_in=str(VARIANT_RESULTS.relative_to(ROOT))),
+        compare("sm90_knob_variants", "estimated_tflops", "measured TFLOP/s (H200)", rows["variant"] + rows["default"],
+                tie, shape=list(shape), kernels="variants and the stage defaults measured in the same run",
+                measured_in=str(VARIANT_RESULTS.relative_to(ROOT))),
+    ]
+
+
+def _knob_key(knobs: dict) -> tuple | None:
+    return tuple(sorted(knobs.items())) or None
+
+
+def jobs_needed() -> list[tuple]:
+    jobs = [(p, "gfx950", None, None) for p in GFX950_FILES]
+    for p in sorted((ROOT / "kernels/sm90/bf16").glob("v0*.py")):  # the ten stages measured in both runs
+        jobs += [(str(p.relative_to(ROOT)), "sm90", shape, None) for shape in SM90_SHAPES]
+    config, measured = variant_measurements()
+    for r in measured:
+        job = (r["file"], "sm90", tuple(config["shape"]), dict(r.get("knobs_changed") or {}) or None)
+        if job not in jobs:
+            jobs.append(job)
+    return jobs
+
+
+def render(records: list[dict], header: dict) -> str:
+    out = ["# Static model fidelity", "",
+           (f"- date (UTC): {header['date']}; commit {header['commit']}{' (dirty tree)' if header['dirty'] else ''}; "
+           f"triton {header['triton']}"), f"- command: `{header['command']}`",
+           "- every estimate is a STATIC ESTIMATE (compile-only on a CPU); reference figures as named per row", "",
+           "| set | estimate | against | kernels / shape | n | Spearman rho | p | pairwise | pairs |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for r in records:
+        scope = r.get("kernels") or ("x".join(map(str, r["shape"])) if r.get("shape") else "")
+        out.append(f"| {r['set']} | {r['estimate']} | {r['against']} | {scope} | {r['n']} | {r['spearman']} | "
+                   f"{r['p_value']} | {r['pairwise_accuracy']} | {r['pairs']} |")
+    out += ["", ("p: two-sided permutation p-value of rho. pairwise: share of pairs ordered as the reference orders "
+            "them (estimate ties count one half); knob-variant pairs closer than the pre-registered tie threshold "
+            "(3%) are left out."), ""]
+    for r in records:
+        scope = r.get("kernels") or ("x".join(map(str, r["shape"])) if r.get("shape") else "")
+        out.append(f"## {r['set']}: {r['estimate']} vs {r['against']} ({scope})")
+        out.append("")
+        out.append("| kernel | estimate | reference |")
+        out.append("|---|---|---|")
+        for row in r["rows"]:
+            out.append(f"| {row['label']} | {_fmt(row['estimate'])} | {_fmt(row['measured'])} |")
+        if r["dropped"]:
+            out.append(f"\nleft out (no estimate or no measurement): {', '.join(r['dropped'])}")
+        out.append("")
+    return "\n".join(out)
+
+
+def _fmt(value) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False).stdout.strip()
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--jobs", type=int, default=2, help="compile processes")
+    p.add_argument("--out-dir", default=str(RESULTS))
+    p.add_argument("--json", action="store_true", help="print the records as JSON")
+    p.add_argument("--cache", help="reuse the static figures saved in this file by an earlier run (else save them)")
+    args = p.parse_args(argv)
+
+    import triton
+
+    jobs = jobs_needed()
+    cache = Path(args.cache) if args.cache else None
+    if cache and cache.is_file():
+        saved = json.loads(cache.read_text())
+    else:
+        print(f"static_model_fidelity: {len(jobs)} static evaluations with {args.jobs} processes", file=sys.stderr)
+        with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            saved = []
+            for n, (job, result) in enumerate(zip(jobs, pool.map(_estimate, jobs)), 1):
+                saved.append([list(job), result])
+                print(f"[{n}/{len(jobs)}] {job[0]} {job[2] or ''} {job[3] or ''}: {result['status']} "
+                      f"est. {result['estimated_tflops']} TFLOP/s", file=sys.stderr, flush=True)
+        if cache:
+            cache.write_text(json.dumps(saved))
+    estimates = {(path, tuple(shape) if shape else None, _knob_key(knobs or {})): result
+                 for (path, _, shape, knobs), result in saved}
+    records = gfx950_records(estimates) + sm90_records(estimates) + variant_records(estimates)
+    header = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "commit": _git("rev-parse", "--short", "HEAD"),
+              "dirty": bool(_git("status", "--porcelain", "--untracked-files=no")), "triton": triton.__version__,
+              "command": "python benchmarks/static_model_fidelity.py " + " ".join(argv if argv is not None else sys.argv[1:])}
+    out_dir = Path(args.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "static_model_fidelity.json").write_text(json.dumps(
+        [{**r, "provenance": header} for r in records], indent=1, default=str) + "\n")
+    (out_dir / "static_model_fidelity.md").write_text(render(records, header) + "\n")
+    if args.json:
+        print(json.dumps(records, indent=1, default=str))
+    else:
+        for r in records:
+            print(f"{r['set']:20s} {r['estimate']:32s} vs {r['against']:42s} n={r['n']:2d} rho={r['spearman']} "
+                  f"p={r['p_value']} pairwise={r['pairwise_accuracy']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
