@@ -32,9 +32,9 @@ def test_manifest_has_a_case_per_defense():
             "monkeypatch", "dynamic_code"} <= {c.rule for c in CASES if c.rule}
     assert {"timeout", "crashed", "runtime_fault", "output_flood", "tampered", "foreign_compute"} <= {
         c.expect for c in CASES}
-    assert {"file", "api", "foreign", "compare", "call", "guarded"} == {c.kind for c in CASES}
+    assert {"file", "api", "foreign", "compare", "call", "guarded", "static_pair"} == {c.kind for c in CASES}
     for case in CASES:
-        if case.kind in ("file", "api", "foreign", "compare"):
+        if case.kind in ("file", "api", "foreign", "compare", "static_pair"):
             assert case.path.is_file(), case.path
 
 
