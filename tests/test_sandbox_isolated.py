@@ -109,3 +109,14 @@ def test_compare_runs_sandboxed_and_says_when_there_is_no_gpu():
     result = compare(f"{CANDIDATES}/honest_sm90.py", f"{CANDIDATES}/honest_sm90.py", timeout_s=120)
     assert result["accepted"] is False and result["error"] == "no_device"
     assert [s["stage"] for s in result["sandbox"]] == ["compare"] and result["seed"] is not None
+
+
+def test_the_hardened_path_never_imports_the_public_api():
+    """api -> isolated -> stages, one way: the stage bodies and the parent side do not reach back into api."""
+    import ast
+
+    root = Path(integrity.EVALUATOR_ROOT)
+    for name in ("isolated.py", "stages.py", "sandbox.py", "sandbox_child.py", "provenance.py", "batch.py"):
+        tree = ast.parse((root / name).read_text())
+        imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+        assert "api" not in imported and "evaluator.api" not in imported, name
