@@ -128,10 +128,13 @@ sandbox: {r['sandbox']}. Made by `python benchmarks/batch_speed.py --jobs {r['jo
   {r['goal_files_per_s_per_core']}). CPU time per file (worker start, forked children, parent, all included):
   {clean['cpu_s_per_file']} s, i.e. **{r['files_per_cpu_s']} files per CPU-second**, which is what a core of
   its own would deliver (an estimate from CPU time, not a run on an idle machine).
-- The hanging and crashing files cost the batch {r['hang_cost_s']} s against a bound of {r['hang_cost_bound_s']} s
-  (the hang limit once per job slot the hanging files hold, plus the crashing files' own time spread over the
-  slots); each good file's own sandboxed time: median {own['clean_median']} s in the clean batch,
-  {own['full_median']} s (max {own['full_max']} s) beside the hanging and crashing ones.
+- The hanging and crashing files made the batch {r['hang_cost_s']} s longer than the clean one; what they alone
+  account for is {r['hang_cost_bound_s']} s (the {r['file_timeout_s']:g} s limit once per job slot the hanging files
+  hold at the same time, plus the crashing files' own time spread over the slots); the other
+  {round(r['hang_cost_s'] - r['hang_cost_bound_s'], 2)} s they do not explain (the load average moved from
+  {clean['load_average_1min'][0]} to {full['load_average_1min'][1]} between the runs). Each good file's own sandboxed time: median {own['clean_median']} s in the clean batch,
+  {own['full_median']} s (max {own['full_max']} s) beside the hanging and crashing ones: a hang costs its own job slot
+  for its own limit, nothing more.
 
 Summary table of the full batch, as `nearpeak eval` prints it:
 
