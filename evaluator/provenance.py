@@ -224,15 +224,28 @@ def profiled_kernel_names(call, calls: int = 3) -> list[str] | None:
     if not torch.cuda.is_available():
         return None
     torch.cuda.synchronize()
+    prof = profile(activities=[ProfilerActivity.CUDA])
     try:
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(calls):
-                call()
-            torch.cuda.synchronize()
+        prof.__enter__()
     except Exception:  # noqa: BLE001 - no profiler here is "not observed", never a verdict on the candidate
         return None
-    names = [e.name for e in prof.events() if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA]
+    try:
+        for _ in range(calls):  # the candidate's own exceptions propagate, as from any other launch
+            call()
+        torch.cuda.synchronize()
+    finally:
+        events = _stop(prof)
+    names = [e.name for e in events if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA]
     return names or None
+
+
+def _stop(prof) -> list:
+    """Stop the profiler and return its events; none when stopping or reading fails (then: not observed)."""
+    try:
+        prof.__exit__(None, None, None)
+        return list(prof.events() or [])
+    except Exception:  # noqa: BLE001 - the profiler's own failure is no verdict on the candidate
+        return []
 
 
 def kernel_check(trace: Trace, device_kernels: list[str] | None) -> dict:
