@@ -170,7 +170,7 @@ def run_eval(args) -> int:
             from .api import evaluate
 
             records = [evaluate(path, target=args.target, shape=args.shape, knobs=dict(args.knob) or None,
-                                run=args.run, seed=args.seed, profile=args.profile, timeout_s=args.timeout or 600.0,
+                                run=args.run, seed=args.seed, profile=args.profile, timeout_s=args.timeout,
                                 dump_dir=args.dump)]
             if note:
                 records[0]["note"] = note
