@@ -10,6 +10,7 @@ import torch
 from conftest import ROOT, TEST_KERNELS
 
 from evaluator import SCHEMA_VERSION
+from evaluator.compile import compiler_diagnostic, last_compiler_message
 from evaluator.errors import EXIT_CANDIDATE, EXIT_USAGE, UsageError
 from evaluator.foreign import compile_foreign, parse_arg, parse_args
 from evaluator.targets import get_target
@@ -296,3 +297,24 @@ def test_assert_raised_inside_a_library_is_an_entry_error_not_a_contract_error()
     (record,) = records_of(out)
     assert record["status"] == "entry_error" and "AssertionError" in record["message"]
     assert record["line"] == line_of(TEST_KERNELS / "foreign_cuda_query.py", "torch.cuda.get_device_capability()")
+
+
+def test_pass_diagnostic_of_the_candidate_is_found_in_stderr(tmp_path):
+    kernel = tmp_path / "k.py"
+    kernel.write_text("")
+    stderr = (f"{tmp_path}/other.py:3:1: error: not this one\n"
+              f"{kernel}:21:53: error: Result has an invalid layout: #ttg.slice<...>.\n"
+              "Layout has 64 threads per warp, but the module specifies 32 threads per warp.\n"
+              "    rows = gl.arange(0, BLOCK_M)\n"
+              "                ^\n")
+    line, message = compiler_diagnostic(stderr, str(kernel))
+    assert line == 21 and message.startswith("Result has an invalid layout")
+    assert message.endswith("the module specifies 32 threads per warp.")
+    assert compiler_diagnostic("RuntimeError: error encountered during parsing\n", str(kernel)) is None
+
+
+def test_last_compiler_message_prefers_the_llvm_error_line():
+    stderr = ("some warning\nLLVM ERROR: amdg.buffer_load_to_local created with unregistered dialect.\n"
+              "PLEASE submit a bug report\n")
+    assert last_compiler_message(stderr).startswith("LLVM ERROR: amdg.buffer_load_to_local")
+    assert last_compiler_message("") is None
