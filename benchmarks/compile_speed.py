@@ -21,6 +21,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.results_meta import git_state
 
 
 def _children_cpu_s() -> float:
@@ -66,6 +69,7 @@ def main() -> int:
         "versions": {"python": platform.python_version(), "triton": triton.__version__},
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": "python benchmarks/compile_speed.py " + " ".join(sys.argv[1:]),
+        "git": git_state(),
         "cold": cold, "cached": warm,
         "cold_wall_median_s": statistics.median(c["wall_s"] for c in cold),
         "cold_cpu_median_s": statistics.median(c["cpu_s"] for c in cold),
@@ -79,7 +83,8 @@ def main() -> int:
     (out / "compile_speed.json").write_text(json.dumps(result, indent=2) + "\n")
     (out / "compile_speed.md").write_text(
         f"# Compile-only evaluation speed\n\n{result['what']}.\n\nWhere: {result['where']}; triton "
-        f"{triton.__version__}; {result['date']}.\nCommand: `{result['command']}`\n\n"
+        f"{triton.__version__}; {result['date']}.\nCommand: `{result['command']}`\nGit commit: "
+        f"{result['git']['commit']}{' (dirty tree)' if result['git']['dirty'] else ''}\n\n"
         "| measure | median | target |\n|---|---|---|\n"
         f"| cold eval, wall (empty cache) | {result['cold_wall_median_s']:.2f} s | <= 3 s |\n"
         f"| cold eval, CPU user+sys of the process tree | {result['cold_cpu_median_s']:.2f} s | - |\n"
