@@ -110,6 +110,9 @@ def headline(record: dict) -> str:
     parts = []
     if f.measured:
         parts.append(f"{_num(f.tflops_measured)} TFLOPS (measured)")
+    estimated = (record.get("static") or {}).get("estimated_tflops")
+    if not f.measured and estimated is not None:
+        parts.append(f"{_num(estimated)} TFLOPS (static est.)")
     parts.append(f"eff {_num(f.efficiency_estimate, 3)} (static est.)")
     parts.append(f"regs {_num(f.registers)}")
     parts.append(f"spills {_num(f.spills)}")

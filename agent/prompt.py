@@ -183,10 +183,25 @@ def _static_model(record: dict, objective: str) -> str:
             + ", ".join(f"{k} {v}" for k, v in fields.items()))
     if estimate.get("bound"):
         text += f"; bound: {estimate['bound']}; stall cycles per iteration {json.dumps(estimate.get('stall_cycles'))}"
+    text += _kernel_estimate(record.get("static") or {})
     leaves_out = _static_model_leaves_out()
     if leaves_out:
         text += f"\nWhat the model leaves out (docs/static-model.md): {leaves_out}"
     return text
+
+
+def _kernel_estimate(static: dict) -> str:
+    """The static objective and what it is built from: useful TFLOP/s of the whole kernel (a static estimate)."""
+    tp = static.get("throughput")
+    if not tp:
+        return ""
+    limits = ", ".join(((static.get("model") or {}).get("residency") or {}).get("limited_by") or []) or "n/a"
+    return (f"\nThe static objective, estimated_tflops: {static.get('estimated_tflops')} (useful 2*M*N*K FLOPs over "
+            f"the estimated kernel time; useful_fraction {static.get('useful_fraction')} of the issued matrix FLOPs): "
+            f"{tp['tiles']} tiles x {tp['iterations_per_tile']} K iterations, {tp['resident_ctas']} resident CTA(s) "
+            f"per CU/SM (limited by {limits}) sharing the matrix pipe as {tp['streams_per_pipe']} stream(s), "
+            f"{tp['shared_iteration_cycles']} cycles per shared iteration, {tp['waves']} round(s) on the busiest "
+            f"CU/SM.")
 
 
 def _static_model_leaves_out() -> str:
