@@ -120,7 +120,8 @@ def test_capabilities_and_arch_names_map_to_targets():
     assert device.target_for_capability((9, 0)) == "sm90"
     assert device.target_for_capability((8, 0)) is None
     assert device.target_for_gcn_arch("gfx950:sramecc+:xnack-") == "gfx950"
-    assert device.target_for_gcn_arch("gfx942:sramecc+:xnack-") is None
+    assert device.target_for_gcn_arch("gfx942:sramecc+:xnack-") == "gfx942"
+    assert device.target_for_gcn_arch("gfx90a:sramecc+:xnack-") is None
 
 
 def test_nvidia_smi_line_gives_driver_and_clocks():
