@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from agent_support import REPO, fsck_clean
 
 from agent.ledger import Ledger
@@ -24,6 +25,7 @@ while True:
 """
 
 
+@pytest.mark.slow  # four writer processes, each killed after a second or so
 def test_sigkill_during_run_creation_leaves_whole_runs_or_none(tmp_path):
     runs = tmp_path / "runs"
     rng = random.Random(3)

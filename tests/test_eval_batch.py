@@ -66,6 +66,7 @@ def test_summary_ranks_by_estimated_tflops_and_falls_back_to_efficiency():
     assert best.index("b.py") < best.index("a.py")
 
 
+@pytest.mark.slow  # several sandboxed compiles, twice
 def test_batch_writes_one_line_per_file_and_resume_skips_what_is_done(tmp_path):
     folder = tmp_path / "cands"
     folder.mkdir()

@@ -1,7 +1,10 @@
 """`nearpeak eval` / `python -m evaluator` as users meet them: tables, JSON, dumps and every error path."""
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import os
 import subprocess
 import sys
 
@@ -9,18 +12,37 @@ import pytest
 import torch
 from conftest import ROOT, TEST_KERNELS
 
+from agent.cli import main
 from evaluator import SCHEMA_VERSION
 from evaluator.compile import compiler_diagnostic, last_compiler_message
 from evaluator.errors import EXIT_CANDIDATE, EXIT_USAGE, UsageError
 from evaluator.foreign import compile_foreign, parse_arg, parse_args
 from evaluator.targets import get_target
 
-pytestmark = pytest.mark.slow  # each test starts `nearpeak eval` in a fresh interpreter (torch import, compile)
+pytestmark = pytest.mark.slow  # compiles dozens of kernels, each in a sandboxed child process
 
 
 def nearpeak(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "agent.cli", *args], capture_output=True, text=True, cwd=ROOT, check=False,
-                          timeout=600)
+    """`nearpeak ARGS` run in this process from the repository root, its output captured.
+
+    In-process, every test shares one interpreter's imports and one warm sandbox worker (each evaluation still
+    runs in a child forked from it); a fresh interpreter per test would import torch twice each time.
+    `scorer` below keeps one real `python -m evaluator` process.
+    """
+    out, err = io.StringIO(), io.StringIO()
+    here, argv = os.getcwd(), sys.argv
+    os.chdir(ROOT)
+    sys.argv = ["nearpeak", *args]  # what a real process would see (the --json parse-error hook reads it)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(list(args))
+            except SystemExit as exc:  # argparse refusing the command line
+                code = exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    finally:
+        os.chdir(here)
+        sys.argv = argv
+    return subprocess.CompletedProcess(["nearpeak", *args], code, out.getvalue(), err.getvalue())
 
 
 def scorer(*args: str) -> subprocess.CompletedProcess:
