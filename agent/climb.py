@@ -11,8 +11,8 @@ Where each step stands against the vendor library comes from the same session to
 which timed it interleaved with the vendor one evaluation earlier, but only when that record timed the same
 shape as the comparisons; `vendor_source` says which.
 
-In static mode (no GPU of the target) the ratios are of estimated hot-loop efficiency: static estimates,
-never measurements, and every label says so.
+In static mode (no GPU of the target) the ratios are of the static objective, estimated TFLOP/s: static
+estimates, never measurements, and every label says so.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass
 
 from .config import RunConfig
-from .evaluation import MEASURED
+from .evaluation import MEASURED, estimated_tflops
 from .ledger import MAIN, Entry, Ledger
 from .loop import RECORD, RUN, STEP
 
@@ -104,7 +104,7 @@ class Climb:
         """What the climb's numbers are, in words."""
         if self.measured:
             return "speedup over the starting kernel, chained interleaved A/B speedups (measured, 95% CI)"
-        return "estimated hot-loop efficiency over the starting kernel (static estimate, not measured)"
+        return "estimated TFLOP/s over the starting kernel (static estimate, not measured)"
 
     def point(self, commit: str) -> ClimbPoint | None:
         return next((p for p in self.points if p.commit == commit), None)
@@ -126,17 +126,17 @@ def climb(ledger: Ledger) -> Climb:
                    if (c.get("vs_vendor") or {}).get("vendor")), None) or \
         next((r["vendor"] for r in runtimes if r.get("vendor") and tuple(r.get("shape") or ()) == shape), None)
     cumulative: dict[str, Ratio] = {}       # commit on main -> its cumulative ratio
-    efficiency: dict[str, float | None] = {}
+    estimate: dict[str, float | None] = {}   # commit -> estimated TFLOP/s (the static objective)
     points = []
     for (entry, step, record), comparison, runtime in zip(commits, comparisons, runtimes):
         # by step: every incumbent comes before what was judged against it
-        efficiency[entry.sha] = (record.get("static") or {}).get("estimated_efficiency")
+        estimate[entry.sha] = estimated_tflops(record)
         incumbent = step.get("incumbent") or entry.parent or ""
         if entry.step == 0:
             speedup, total = ONE, ONE
         else:
             speedup = _measured_speedup(comparison) if measured else _static_speedup(
-                efficiency[entry.sha], efficiency.get(incumbent))
+                estimate[entry.sha], estimate.get(incumbent))
             base = cumulative.get(incumbent)
             total = base.times(speedup) if base is not None and speedup is not None else None
         if entry.ref == MAIN and total is not None:

@@ -70,7 +70,7 @@ def climb_figure(c: Climb):
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("step")
     ax.set_ylabel("speedup over the starting kernel (x)" if c.measured
-                  else "estimated efficiency over the starting kernel (x, static estimate)")
+                  else "estimated TFLOP/s over the starting kernel (x, static estimate)")
     how = ("measured: interleaved A/B speedups, chained" if c.measured
            else "static estimate: no GPU run, not a measurement")
     ax.set_title(f"nearpeak run {c.run_id}\n{describe(c)} - {how}", fontsize=10)
@@ -135,7 +135,7 @@ def html_report(ledger: Ledger) -> str:
              _pair("proposer", config.proposer),
              _pair("mode", f"{config.mode}: {config.objective}"),
              _pair("accepted steps", str(len(c.accepted) - 1)),
-             _pair("speedup over the starting kernel" if c.measured else "estimated efficiency over the start",
+             _pair("speedup over the starting kernel" if c.measured else "estimated TFLOP/s over the start",
                    (final.cumulative.text() if final.cumulative else "n/a")
                    + (" (measured, 95% CI)" if c.measured else " (static estimate, not measured)")),
              ]

@@ -30,7 +30,8 @@ def test_static_mode_accepts_a_better_estimate_and_keeps_a_worse_one_as_an_attem
     assert main_sources(ledger) == [BASE, "EFF = 0.5\n"]
     rejected = step_data(ledger, attempt_ref(2, 1))
     assert rejected["verdict"] == "rejected" and not rejected["screened_out"]
-    assert "0.4000 not above incumbent 0.5000 (static estimate)" in rejected["reason"]
+    assert rejected["reason"].startswith("estimated 400.0 TFLOP/s not above incumbent 500.0")
+    assert "static estimate" in rejected["reason"]
     assert "candidate 1 idea 1: accepted" in log and "candidate 1 idea 1: rejected" in log
 
 
@@ -50,7 +51,7 @@ def test_the_last_candidate_goes_straight_to_main_when_it_is_the_best(tmp_path):
     ledger, config = make_run(tmp_path, steps=1, candidates=2)
     optimize(ledger, config, ScriptedProposer(["EFF = 0.6\n", "EFF = 0.9\n"]))
     assert step_data(ledger, MAIN)["candidate"] == 2
-    assert step_data(ledger, MAIN)["reason"].startswith("estimated efficiency 0.9000")
+    assert step_data(ledger, MAIN)["reason"].startswith("estimated 900.0 TFLOP/s > incumbent 300.0")
 
 
 @pytest.mark.parametrize("kernel, reason", [
