@@ -188,13 +188,30 @@ def evaluate_isolated(path: str | Path, target: str | None = None, shape=None, k
     if record.get("status") != "ok" or run is False:
         return record
 
-    target = record.get("target") or target
+    return evaluate_runtime_isolated(path, record, shape, knobs, run=run, seed=seed, profile=profile,
+                                     worker=worker, stages=stages)
+
+
+def evaluate_runtime_isolated(path: str | Path, record: dict, shape=None, knobs: dict | None = None,
+                              run: bool | None = None, seed: int | None = None, timeout_s: float | None = None,
+                              profile: bool = False, worker: SandboxWorker | None = None,
+                              stages: _Stages | None = None) -> dict:
+    """The runtime stage alone, in its own sandbox, for a kernel whose static `record` (status ok, from
+    `evaluate_isolated(run=False)`) is already in hand: the static stage is not repeated, and the compile is
+    loaded from Triton's cache when the key matches. Returns `record` with the runtime section (or the failure)
+    merged in. `stages` continues an evaluation's budget and stage list (from `evaluate_isolated`)."""
+    path = str(Path(path).resolve())
+    if stages is None:
+        stages = _Stages(timeout_s, worker)
+        stages.summaries.extend(record.get("sandbox") or [])
+    record = {**record, "sandbox": stages.summaries}
+    target = record.get("target")
     if not _gpu_nodes_present(target):
         if run:
             record.update(status=NoDeviceError.status, message=f"--run needs a {target} GPU; none is present")
         return record
     if stages.remaining(RUNTIME_TIMEOUT_S) < MIN_STAGE_S:
-        record.update(status="timeout", message=f"static stage used the whole {timeout_s:.0f} s budget")
+        record.update(status="timeout", message=f"static stage used the whole {stages.timeout_s:.0f} s budget")
         return record
     seed = int(seed) if seed is not None else secrets.randbits(31)
     runtime, changed, limit = stages.run(
