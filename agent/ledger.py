@@ -2,9 +2,14 @@
 
 Layout (docs/ledger-format.md has the full description):
 
-* `main` holds the starting kernel (the root commit) and every accepted step, in order.
-* every other evaluated candidate is a commit on its own ref, `refs/attempts/<step>-<n>`, whose parent is
-  the incumbent it was judged against.
+* `main` holds the best lineage: the starting kernel (the root commit) and the accepted steps that led to the
+  best kernel of the run, in order.
+* every other accepted kernel (a member of the search population, or one that has left it) is a commit on its
+  own ref, `refs/population/<step>-<n>` or `refs/retired/<step>-<n>`;
+* every other evaluated candidate is a commit on its own ref, `refs/attempts/<step>-<n>`.
+
+Every commit's parent is the kernel it was proposed from and judged against, so the commits form the search
+tree and `git log --first-parent` of any ref is that kernel's lineage.
 
 Crash safety comes from never writing a commit through the index. Blobs, the tree and the commit object
 are written first (git writes each object to a temporary file and renames it into place); the refs then
@@ -28,6 +33,8 @@ import git
 MAIN = "refs/heads/main"
 ATTEMPTS = "refs/attempts/"
 PROPOSALS = "refs/proposals/"   # candidates received but not yet judged (kept across a kill)
+POPULATION = "refs/population/"
+RETIRED = "refs/retired/"
 SCRATCH = ".work"        # per-run scratch space for candidate files under evaluation; never committed
 _LOCK_NAME = "nearpeak.lock"
 _GIT_ERRORS = (git.GitCommandError, git.InvalidGitRepositoryError, git.NoSuchPathError, ValueError)
@@ -95,6 +102,23 @@ def attempt_ref(step: int, candidate: int) -> str:
 
 def proposal_ref(step: int, candidate: int) -> str:
     return f"{PROPOSALS}{step}-{candidate}"
+
+
+def population_ref(step: int, candidate: int) -> str:
+    return f"{POPULATION}{step}-{candidate}"
+
+
+def retired_ref(step: int, candidate: int) -> str:
+    return f"{RETIRED}{step}-{candidate}"
+
+
+@dataclass(frozen=True)
+class RefChange:
+    """One ref update of a transaction: create (`old` None), move (both set) or delete (`new` None)."""
+
+    ref: str
+    new: str | None
+    old: str | None
 
 
 class Ledger:
@@ -198,25 +222,40 @@ class Ledger:
             lines.append(f"100644 blob {blob}\t{name}")
         return self._git("mktree", stdin=("\n".join(lines) + "\n").encode())
 
-    def commit(self, files: dict[str, bytes], message: str, parent: str | None, ref: str,
-               author: Signature = HARNESS, delete_refs: tuple[str, ...] = ()) -> str:
-        """Write one commit holding exactly `files`, then move `ref` to it (and delete `delete_refs`) atomically.
-
-        Compare-and-swap: `main` must still point at `parent`, and an attempt ref must not exist yet, so a
-        step is never silently overwritten.
-        """
+    def write_commit(self, files: dict[str, bytes], message: str, parent: str | None,
+                     author: Signature = HARNESS) -> str:
+        """Write the objects of one commit holding exactly `files`; no ref moves (see `move_refs`)."""
         tree = self._write_tree(files)
         env = {"GIT_AUTHOR_NAME": author.name, "GIT_AUTHOR_EMAIL": author.email,
                "GIT_COMMITTER_NAME": HARNESS.name, "GIT_COMMITTER_EMAIL": HARNESS.email}
         args = ["commit-tree", tree] + (["-p", parent] if parent else [])
-        sha = self._git(*args, stdin=message.encode(), env=env)
-        expected = parent if ref == MAIN else None
-        transaction = ["start", f"update {ref} {sha} {expected or '0' * 40}"]
-        transaction += [f"delete {name} {self.resolve(name)}" for name in delete_refs]
+        return self._git(*args, stdin=message.encode(), env=env)
+
+    def move_refs(self, changes: list[RefChange]) -> None:
+        """Apply every change in one `update-ref` transaction, each checked against its expected old value
+        (a ref to create must not exist yet), so a step is never silently overwritten."""
+        zero = "0" * 40
+        transaction = ["start"]
+        for c in changes:
+            if c.new is None:
+                transaction.append(f"delete {c.ref} {c.old}")
+            else:
+                transaction.append(f"update {c.ref} {c.new} {c.old or zero}")
         transaction += ["prepare", "commit"]
         self._git("update-ref", "--stdin", stdin=("\n".join(transaction) + "\n").encode())
-        if ref == MAIN:
+        if any(c.ref == MAIN for c in changes):
             self._sync_work_tree()
+
+    def commit(self, files: dict[str, bytes], message: str, parent: str | None, ref: str,
+               author: Signature = HARNESS, delete_refs: tuple[str, ...] = ()) -> str:
+        """Write one commit holding exactly `files`, then move `ref` to it (and delete `delete_refs`) atomically.
+
+        Compare-and-swap: `main` must still point at `parent`, and any other ref must not exist yet.
+        """
+        sha = self.write_commit(files, message, parent, author)
+        expected = parent if ref == MAIN else None
+        self.move_refs([RefChange(ref, sha, expected),
+                        *(RefChange(name, None, self.resolve(name)) for name in delete_refs)])
         return sha
 
     # -- reading -----------------------------------------------------------------------------------------
@@ -241,22 +280,34 @@ class Ledger:
         shas = self._git("rev-list", "--first-parent", "--reverse", head).split()
         return [self._entry(sha, MAIN) for sha in shas]
 
+    def first_parent_chain(self, sha: str) -> list[str]:
+        """`sha` and its first-parent ancestors, root first: one kernel's lineage."""
+        return self._git("rev-list", "--first-parent", "--reverse", sha).split()
+
+    def refs(self, prefix: str) -> dict[str, str]:
+        """refname -> commit for every ref under `prefix`."""
+        out = self._git("for-each-ref", "--format=%(objectname) %(refname)", prefix)
+        return {name: sha for sha, name in (line.split(" ", 1) for line in out.splitlines() if line)}
+
+    def _entries_under(self, *prefixes: str) -> list[Entry]:
+        entries = [self._entry(sha, ref) for prefix in prefixes for ref, sha in self.refs(prefix).items()]
+        return sorted(entries, key=lambda e: (e.step, e.candidate))
+
     def attempts(self) -> list[Entry]:
         """Every commit on an attempt ref, ordered by step and candidate."""
-        return self._under(ATTEMPTS)
+        return self._entries_under(ATTEMPTS)
 
     def proposals(self) -> list[Entry]:
         """Candidates received from a proposer and not yet judged, ordered by step and candidate."""
-        return self._under(PROPOSALS)
+        return self._entries_under(PROPOSALS)
 
-    def _under(self, prefix: str) -> list[Entry]:
-        out = self._git("for-each-ref", "--format=%(objectname) %(refname)", prefix)
-        entries = [self._entry(*line.split(" ", 1)) for line in out.splitlines() if line]
-        return sorted(entries, key=lambda e: (e.step, e.candidate))
+    def off_main(self) -> list[Entry]:
+        """Accepted kernels that are not on main's lineage (population and retired refs)."""
+        return self._entries_under(POPULATION, RETIRED)
 
     def entries(self) -> list[Entry]:
-        """Everything evaluated in this run (main line and attempts), ordered by step and candidate."""
-        return sorted(self.main_line() + self.attempts(), key=lambda e: (e.step, e.candidate))
+        """Everything evaluated in this run (main line, other accepted kernels, attempts), by step and candidate."""
+        return sorted(self.main_line() + self.off_main() + self.attempts(), key=lambda e: (e.step, e.candidate))
 
     def read(self, sha: str, name: str) -> bytes | None:
         """The content of file `name` in commit `sha`, or None when that commit does not hold it."""
