@@ -14,18 +14,21 @@ from pathlib import Path
 
 from evaluator import cli as evaluator_cli
 from evaluator.errors import EXIT_CANDIDATE, EXIT_OK, EXIT_USAGE
-from evaluator.targets import DEFAULT_TARGET, known_targets
+from evaluator.targets import DEFAULT_TARGET, get_target, known_targets
 
 from .climb import climb
 from .evaluation import Evaluator
-from .ledger import MAIN, LedgerError
+from .executors import EXECUTORS, LOCAL, RAY, ExecutorError, make_executor
+from .ledger import SCRATCH, LedgerError
 from .loop import KERNEL, Budget, Optimizer
 from .progress import Progress
-from .proposers import ProposerSetupError, make_proposer
+from .proposers import TUNE_CACHE, ProposerSetupError, make_proposer
 from .proposers.llm import DEFAULT_MODEL
-from .reading import format_table, history, history_json, run_config, show, verify
+from .proposers.tune import TuneCache
+from .reading import format_table, history, history_json, lineage, run_config, show, tree, verify
 from .report import PLOT_EXTRA, draw, html_report, plot_available
 from .runs import CommandError, NewRun, Resume, StartFailure, create_run, open_run, resume_run
+from .search import DEFAULT_BEAM, STRATEGIES, default_strategy
 from .source import declaration
 
 
@@ -98,6 +101,22 @@ def register(subparsers) -> None:
                      help="stop (exit 5) after this many consecutive steps of this invocation without a usable LLM "
                           "reply (default 3)")
     run.add_argument("--ladder-dir", help="ladder of reference stages (default: kernels/<target>/<dtype>)")
+    run.add_argument("--strategy", choices=STRATEGIES,
+                     help="search: one incumbent (greedy) or a population of --beam kernels (default: beam when "
+                          "--candidates > 1, else greedy)")
+    run.add_argument("--beam", type=_positive_int, default=DEFAULT_BEAM,
+                     help=f"population size of the beam strategy (default {DEFAULT_BEAM})")
+    run.add_argument("--tune-budget", type=_non_negative(int), default=0, metavar="N",
+                     help="also try up to N knob settings of every llm or ladder candidate (default 0)")
+    run.add_argument("--knob", action="append", default=[], metavar="NAME=V1,V2,...",
+                     help="knob choices to tune over instead of the kernel's KNOB_CHOICES entry (repeatable)")
+    run.add_argument("--executor", choices=EXECUTORS, default=LOCAL,
+                     help="where evaluations run: local worker processes or Ray tasks (default local)")
+    run.add_argument("--workers", type=_positive_int,
+                     help="GPU workers, one per visible GPU, each pinned to its own (default: one worker that sees "
+                          "what this process sees); static screens use every CPU core")
+    run.add_argument("--ray-address", help="ray executor: the cluster to join (default: start a local instance "
+                                           "with --workers GPUs, or all of this host's)")
     run.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     run.set_defaults(func=cmd_run)
 
@@ -116,6 +135,8 @@ def register(subparsers) -> None:
     rep = subparsers.add_parser("replay", help="walk a run's accepted steps; re-check or plot them")
     rep.add_argument("run", metavar="RUN")
     rep.add_argument("--verify", action="store_true", help="re-evaluate each accepted step and flag drift")
+    rep.add_argument("--lineage", metavar="STEP",
+                     help="follow the lineage of this kernel (3 or 3.2) instead of main's, e.g. a population member")
     rep.add_argument("--plot", metavar="FILE.png", help="draw the climb with matplotlib (.png, .svg or .pdf)")
     rep.add_argument("--runs-dir", default="runs")
     rep.set_defaults(func=cmd_replay)
@@ -133,7 +154,7 @@ def _guarded(func):
     def wrapper(args) -> int:
         try:
             return func(args)
-        except (CommandError, LedgerError, ProposerSetupError) as exc:
+        except (CommandError, LedgerError, ProposerSetupError, ExecutorError) as exc:
             _say(f"nearpeak {args.command}: error: {exc}")
             return EXIT_USAGE
         except KeyboardInterrupt:
@@ -149,7 +170,33 @@ def _new_run_request(args) -> NewRun:
                   model=args.model, base_url=args.base_url, min_gain=args.min_gain, max_spills=args.max_spills,
                   max_tokens=args.max_tokens, max_wall=args.max_wall, seed=args.seed,
                   request_timeout=args.request_timeout, retries=args.retries, retry_backoff=args.retry_backoff,
-                  max_idle_steps=args.max_idle_steps, ladder_dir=args.ladder_dir, timeout=args.timeout or 600.0)
+                  max_idle_steps=args.max_idle_steps, ladder_dir=args.ladder_dir, timeout=args.timeout or 600.0,
+                  strategy=args.strategy or default_strategy(args.candidates),
+                  beam=args.beam, tune_budget=args.tune_budget, knob_choices=knob_choices(args.knob) or None)
+
+
+def knob_choices(specs: list[str]) -> dict[str, list[int]]:
+    """`--knob NAME=V1,V2` options as a KNOB_CHOICES-like dict."""
+    choices = {}
+    for spec in specs:
+        name, sep, values = spec.partition("=")
+        try:
+            parsed = [int(v) for v in values.split(",") if v.strip()]
+        except ValueError:
+            parsed = []
+        if not sep or not name.strip() or not parsed:
+            raise CommandError(f"--knob wants NAME=V1,V2,... with integer values, got {spec!r}")
+        choices[name.strip()] = parsed
+    return choices
+
+
+def _executor(args, config, ledger):
+    if args.workers and args.executor == RAY and args.ray_address:
+        raise CommandError("--workers sizes the local workers or a local Ray instance, not a Ray cluster given by "
+                           "--ray-address (its GPUs are what it has)")
+    return make_executor(args.executor, workers=args.workers, backend=get_target(config.target).backend,
+                         cache_dir=ledger.path / SCRATCH / "triton-cache", run_id=config.run_id,
+                         ray_address=args.ray_address)
 
 
 @_guarded
@@ -174,9 +221,14 @@ def cmd_run(args) -> int:
         dtype = declaration(ledger.read(root, KERNEL).decode(), "DTYPE")
         proposer = make_proposer(config, ledger.path.parent, dtype, progress)
         budget = Budget(max_tokens=config.max_tokens, max_wall=config.max_wall)
-        evaluator = Evaluator(config.target, config.seed, config.candidate_timeout)
-        optimizer = Optimizer(ledger, config, proposer, evaluator, budget, progress)
-        result = optimizer.run()
+        executor = _executor(args, config, ledger)
+        progress(f"{config.strategy} search; evaluations on {executor.description}")
+        try:
+            optimizer = Optimizer(ledger, config, proposer, executor, budget, progress,
+                                  tune_cache=TuneCache(ledger.path.parent / TUNE_CACHE))
+            result = optimizer.run()
+        finally:
+            executor.close()
     except KeyboardInterrupt:
         # Everything judged so far is committed; only the candidate in flight is lost.
         _say(f"nearpeak run: interrupted; continue with: nearpeak run --resume {ledger.path}")
@@ -205,6 +257,7 @@ def cmd_history(args) -> int:
     print(f"run: {ledger.path}\ntarget: {config.target}  proposer: {config.proposer}  mode: {config.mode}\n"
           f"accept rule: {config.objective}\n")
     print(format_table(history(ledger)))
+    print(f"\nsearch tree of accepted kernels (* = main's lineage):\n{tree(ledger)}")
     return EXIT_OK
 
 
@@ -227,12 +280,17 @@ def cmd_replay(args) -> int:
         if not plot_available():
             raise CommandError(f"--plot needs matplotlib: {PLOT_EXTRA}")
         _writable(Path(args.plot))
-    rows = [r for r in history(ledger) if r.ref == MAIN]
-    print(f"run: {ledger.path} ({config.mode} mode)\n")
+    try:
+        shas = {e.sha for e in lineage(ledger, args.lineage)}
+    except LookupError as exc:
+        raise CommandError(str(exc.args[0])) from None
+    rows = [r for r in history(ledger) if r.commit in shas]
+    print(f"run: {ledger.path} ({config.mode} mode)" + (f", lineage of {args.lineage}" if args.lineage else "") + "\n")
     print(format_table(rows))
     status = EXIT_OK
     if args.verify:
-        drifts = verify(ledger, Evaluator(config.target, config.seed, config.candidate_timeout), Progress())
+        drifts = verify(ledger, Evaluator(config.target, config.seed, config.candidate_timeout), Progress(),
+                        args.lineage)
         print()
         for drift in drifts:
             notes = "".join(f" (note: {n})" for n in drift.notes)

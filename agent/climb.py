@@ -139,7 +139,7 @@ def climb(ledger: Ledger) -> Climb:
                 estimate[entry.sha], estimate.get(incumbent))
             base = cumulative.get(incumbent)
             total = base.times(speedup) if base is not None and speedup is not None else None
-        if entry.ref == MAIN and total is not None:
+        if entry.verdict in ("accepted", "baseline") and total is not None:  # any lineage's kernels chain on
             cumulative[entry.sha] = total
         vs_vendor, source = _vs_vendor(comparison, runtime, shape) if measured else (None, "")
         points.append(ClimbPoint(step=entry.step, candidate=entry.candidate, verdict=entry.verdict,

@@ -30,6 +30,10 @@ class RunConfig:
     max_tokens: int | None = None
     max_wall: float | None = None
     candidate_timeout: float = 600.0    # seconds per sandboxed evaluation or comparison of one candidate
+    strategy: str = "greedy"       # greedy | beam (agent/search.py)
+    beam: int = 4                  # population size of the beam strategy
+    tune_budget: int = 0           # knob settings tried with every candidate of a non-tune proposer
+    knob_choices: dict | None = None   # --knob overrides of the kernels' KNOB_CHOICES
     created_utc: str = ""
     triton_version: str = ""
     schema: str = RUN_SCHEMA

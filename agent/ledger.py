@@ -6,7 +6,8 @@ Layout (docs/ledger-format.md has the full description):
   best kernel of the run, in order.
 * every other accepted kernel (a member of the search population, or one that has left it) is a commit on its
   own ref, `refs/population/<step>-<n>` or `refs/retired/<step>-<n>`;
-* every other evaluated candidate is a commit on its own ref, `refs/attempts/<step>-<n>`.
+* every other evaluated candidate is a commit on its own ref, `refs/attempts/<step>-<n>`;
+* a candidate received from a proposer and not yet judged waits on `refs/proposals/<step>-<n>`.
 
 Every commit's parent is the kernel it was proposed from and judged against, so the commits form the search
 tree and `git log --first-parent` of any ref is that kernel's lineage.

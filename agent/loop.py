@@ -1,36 +1,55 @@
 """The optimization loop: propose, screen, evaluate, judge, commit; one step at a time.
 
-The controller owns no state of its own between steps: everything it needs (incumbent, attempts, tokens
-spent) is read back from the ledger, which is what makes `--resume` after a kill work. Within a step each
-proposal is committed the moment it arrives, before anything evaluates it, so a kill loses only requests
-still in flight (and every token spent is counted):
+The loop is the driver: proposers and the search strategy (agent/search.py) decide what to evaluate, an
+executor (agent/executors/) evaluates it wherever its workers are, and only this process writes the ledger.
+It owns no state between steps: the population, attempts and tokens spent are read back from the ledger,
+which is what makes `--resume` after a kill work.
 
-* a received candidate waits on `refs/proposals/<step>-<n>` until it is judged; its judged commit replaces
-  that ref in one ref transaction, and `--resume` judges whatever is still waiting;
-* the static screens of a step's received candidates run in parallel; judging and committing stay in order;
-* a candidate that fails the screen or the accept rule goes to `refs/attempts/<step>-<n>` (rejected);
-* one that passes also goes there (verdict `passed`) unless it is the step's last candidate and the best so
-  far, in which case it is committed straight to `main` (accepted);
-* when the step's candidates are all in, the best passing attempt is promoted to `main` (its attempt ref is
-  deleted in the same ref transaction).
+A step: pick each candidate's parent from the population, ask the proposer for children of each parent (plus
+up to `--tune-budget` knob settings of each proposed kernel), then judge them. A kill loses only requests and
+evaluations in flight (and every token spent is counted):
+
+* each proposal is committed the moment it arrives, on `refs/proposals/<step>-<n>` (its parent is the
+  population member it was proposed from), and `--resume` judges whatever is still waiting;
+* every waiting candidate's static screen is submitted at once; those that pass go to a GPU worker (measured
+  mode); each judged commit replaces its proposal ref, in candidate order whatever order results arrive in;
+* a candidate that fails the screen or the accept rule against its parent goes to `refs/attempts/<step>-<n>`
+  (rejected); one that passes goes there too (passed);
+* when the step's candidates are all in, the search admits the passers that rank in the population: each is
+  re-committed as accepted (its attempt ref deleted), and `main`, `refs/population/*` and `refs/retired/*`
+  move in the same ref transaction so that `main` holds the best kernel's lineage.
 """
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
 import traceback
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .config import RunConfig
-from .evaluation import MEASURED, Evaluator, Judgement, judge_measured, judge_static, screen
+from .evaluation import MEASURED, Judgement, judge_measured, judge_static, screen
+from .executors import Executor, Job, MeasuredResult
 from .figures import commit_message, headline, trailers
-from .ledger import MAIN, SCRATCH, Entry, Ledger, attempt_ref, proposal_ref
+from .ledger import (
+    MAIN,
+    POPULATION,
+    RETIRED,
+    SCRATCH,
+    Entry,
+    Ledger,
+    RefChange,
+    attempt_ref,
+    population_ref,
+    proposal_ref,
+    retired_ref,
+)
 from .progress import Progress
 from .proposers import Attempt, Candidate, FailedProposal, Outcome, ProposalContext, Proposer, ProposerStopped
+from .proposers.tune import TuneCache, knob_candidates, record_outcome
+from .search import GREEDY, Member, Search, merit, ranked
 from .source import compact_diff, sha256
 
 KERNEL, RECORD, STEP, RUN = "kernel.py", "evaluation.json", "step.json", "run.json"
@@ -62,17 +81,48 @@ class RunResult:
     exit_code: int = 0              # non-zero when the proposer stopped the run (e.g. endpoint unavailable)
 
 
+@dataclass(frozen=True)
+class Parent:
+    """A population member a candidate is proposed from and judged against."""
+
+    member: Member
+    rank: int                  # 1 = the best kernel of the run when the step began
+    source: str
+    record: dict
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A received candidate of a step waiting to be judged, numbered in arrival order (the commit order)."""
+
+    number: int
+    proposal: Candidate
+    parent: Parent
+    waiting_ref: str                   # its refs/proposals/ ref, replaced by the judged commit
+    variant_of: int | None = None      # the candidate whose knob setting this is (--tune-budget)
+    duplicate: bool = False            # the same source was evaluated (or received) before: not re-evaluated
+
+
+@dataclass
+class Result:
+    record: dict
+    judgement: Judgement
+    seconds: dict = field(default_factory=dict)
+
+
 class Optimizer:
     """Runs the steps of one run over its ledger."""
 
-    def __init__(self, ledger: Ledger, config: RunConfig, proposer: Proposer, evaluator: Evaluator,
-                 budget: Budget, progress: Progress):
+    def __init__(self, ledger: Ledger, config: RunConfig, proposer: Proposer, executor: Executor,
+                 budget: Budget, progress: Progress, tune_cache: TuneCache | None = None):
         self.ledger = ledger
         self.config = config
         self.proposer = proposer
-        self.evaluator = evaluator
+        self.executor = executor
         self.budget = budget
         self.progress = progress
+        self.tune_cache = tune_cache
+        self.search = Search(config.strategy, config.beam, config.seed)
         self.scratch = ledger.path / SCRATCH
         self.started = time.monotonic()
         self.run_file = ledger.read(ledger.main_line()[0].sha, RUN)   # run.json, the same in every commit
@@ -83,14 +133,23 @@ class Optimizer:
         data = self.ledger.read(sha, name)
         return json.loads(data) if data else {}
 
-    def _incumbent(self) -> tuple[Entry, str, dict]:
-        head = self.ledger.main_line()[-1]
-        return head, self.ledger.read(head.sha, KERNEL).decode(), self._json(head.sha, RECORD)
+    def _member(self, entry: Entry) -> Member:
+        return Member(sha=entry.sha, step=entry.step, candidate=entry.candidate,
+                      merit=merit(self._json(entry.sha, RECORD), self.config.mode == MEASURED),
+                      score=tuple(self._json(entry.sha, STEP).get("score") or ()))
+
+    def accepted(self) -> list[Member]:
+        """Every kernel the run has accepted (the root included), on main or off it."""
+        entries = self.ledger.main_line() + self.ledger.off_main()
+        return [self._member(e) for e in entries if e.verdict in (ACCEPTED, BASELINE)]
+
+    def population(self) -> list[Member]:
+        return self.search.population(self.accepted(), self.ledger.resolve(MAIN))
 
     def tokens_spent(self) -> int:
         return sum(int(e.trailers.get("Tokens", "0") or 0) for e in self.ledger.entries() + self.ledger.proposals())
 
-    def _context(self, step: int, count: int, incumbent_source: str, incumbent_record: dict) -> ProposalContext:
+    def _context(self, step: int, count: int, parent: Parent) -> ProposalContext:
         entries = self.ledger.entries()
         waiting = self.ledger.proposals()   # received, not yet judged: in the history as "proposed"
         history = tuple(Attempt(step=e.step, candidate=e.candidate, verdict=e.verdict,
@@ -103,7 +162,7 @@ class Optimizer:
         last_source = (self.ledger.read(last.sha, KERNEL) or b"").decode() if last.step > 0 else None
         tried = frozenset(e.trailers.get("Kernel-Sha256", "") for e in entries + waiting)
         return ProposalContext(target=self.config.target, step=step, count=count,
-                               incumbent_source=incumbent_source, incumbent_record=incumbent_record,
+                               incumbent_source=parent.source, incumbent_record=parent.record,
                                last_record=last_record, last_source=last_source, history=history, tried=tried)
 
     def _diff(self, entry: Entry) -> str:
@@ -121,9 +180,10 @@ class Optimizer:
         return last
 
     def _step_complete(self, step: int, entries: list[Entry]) -> bool:
-        if any(e.step == step and e.ref == MAIN for e in entries):
-            return True
-        return sum(e.step == step for e in entries) >= self.config.candidates
+        if any(e.step == step for e in self.ledger.proposals()):
+            return False
+        mine = [e for e in entries if e.step == step]
+        return any(e.verdict == ACCEPTED for e in mine) or _primaries(mine) >= self.config.candidates
 
     # -- the loop ----------------------------------------------------------------------------------------
 
@@ -141,6 +201,8 @@ class Optimizer:
     def run(self) -> RunResult:
         result = RunResult(path=self.ledger.path, stop_reason=f"all {self.config.steps} steps done")
         step = self.next_step()
+        if step > 1:
+            self._finish_step(step - 1)  # a kill may have come between a step's last commit and its admission
         while step <= self.config.steps:
             stop = self.budget_stop()
             if stop:
@@ -165,147 +227,191 @@ class Optimizer:
         Raises ProposerStopped (after judging what was received) when the proposer says the run must end.
         """
         judged = [e for e in self.ledger.entries() if e.step == step]
-        head, incumbent_source, incumbent_record = self._incumbent()
         waiting = [e for e in self.ledger.proposals() if e.step == step]
-        need = self.config.candidates - len(judged) - len(waiting)
+        need = self.config.candidates - _primaries(judged) - _primaries(waiting)
         stopped = None
         if need > 0:
-            self.progress(f"[step {step}/{self.config.steps}] asking {self.proposer.name} for {need} candidate(s)")
-            context = self._context(step, need, incumbent_source, incumbent_record)
+            first = max((e.candidate for e in judged + waiting), default=0) + 1
             try:
-                received = self._receive(step, context, head, incumbent_source, len(judged) + len(waiting) + 1)
+                received = self._receive(step, self.population(), need, first)
             except ProposerStopped as exc:
                 received, stopped = None, exc
             if received == 0 and not judged and not waiting:
                 return f"the {self.proposer.name} proposer has nothing left to propose"
             waiting = [e for e in self.ledger.proposals() if e.step == step]
-        stop = self._judge_waiting(step, waiting, head, incumbent_source, incumbent_record)
-        if self.ledger.resolve(MAIN) == head.sha:
-            self._promote_best(step, head)
+        planned = self._waiting(waiting)
+        stop = None
+        if planned:
+            with self.progress.task(f"[step {step}/{self.config.steps}] judging {len(planned)} candidate(s) on "
+                                    f"{self.executor.description}", report_end=False):
+                stop = self._evaluate(step, planned)
+        # What passed so far is still admitted: a budget ends the run, not the step's result.
+        self._finish_step(step)
         if stopped is not None:
             raise stopped
         return stop
 
-    def _receive(self, step: int, context: ProposalContext, head: Entry, incumbent_source: str, first: int) -> int:
-        """Commit each proposal the moment the proposer hands it over; returns how many arrived."""
-        count = 0
-        for n, proposal in enumerate(self.proposer.propose(context), start=first):
-            if count == context.count:
-                break
-            count += 1
-            if isinstance(proposal, FailedProposal):
-                self._commit_failure(step, n, proposal, head, incumbent_source)
-                self.progress(f"[step {step}/{self.config.steps}] candidate {n}: {FAILED}: {proposal.reason}")
-            else:
-                self._commit_proposal(step, n, proposal, head)
-                self.progress(f"[step {step}/{self.config.steps}] candidate {n} received: {proposal.title}")
-        return count
+    # -- receiving proposals -----------------------------------------------------------------------------
 
-    def _judge_waiting(self, step: int, waiting: list[Entry], head: Entry, incumbent_source: str,
-                       incumbent_record: dict) -> str | None:
-        """Screen the step's received candidates in parallel, then judge and commit them in order."""
-        entries = [e for e in self.ledger.entries() if e.step == step]
-        best: tuple | None = max((self._score_of(e) for e in entries if e.verdict == PASSED), default=None)
-        proposals = [(entry, self._received(entry)) for entry in waiting]
-        screens = self._static_screens(step, [(e.candidate, c.source) for e, c in proposals])
-        for index, (entry, proposal) in enumerate(proposals):
-            stop = self.budget_stop(tokens=False)
-            if stop:
-                return stop  # what passed so far is still promoted; the rest waits for --resume
-            last = index == len(proposals) - 1
-            score = self._handle(step, entry.candidate, proposal, head, incumbent_source, incumbent_record, last,
-                                 best, screens.get(entry.candidate), entry.ref)
-            if score is not None and (best is None or score > best):
-                best = score
-        return None
+    def _parent(self, member: Member, rank: int) -> Parent:
+        return Parent(member, rank, self.ledger.read(member.sha, KERNEL).decode(), self._json(member.sha, RECORD))
 
-    def _static_screens(self, step: int, candidates: list[tuple[int, str]]) -> dict[int, dict]:
-        """The static record of each candidate not seen before, compiled in parallel on the CPU cores."""
-        seen = {e.trailers.get("Kernel-Sha256") for e in self.ledger.entries()}
-        todo, digests = [], set()
-        for n, source in candidates:
+    def _receive(self, step: int, population: list[Member], need: int, first: int) -> int:
+        """Ask for `need` children spread over parents drawn from the population and commit each proposal (and
+        its knob settings) the moment it arrives; returns how many proposals arrived."""
+        tag = f"[step {step}/{self.config.steps}]"
+        numbers = iter(range(first, first + 10 ** 6))
+        seen = {e.trailers.get("Kernel-Sha256", "") for e in self.ledger.entries() + self.ledger.proposals()}
+        wanted = {m.sha: 0 for m in population}
+        for m in self.search.parents(population, step, need):
+            wanted[m.sha] += 1
+        received = carry = 0
+        for rank, member in enumerate(population, start=1):  # best first; what one cannot fill passes on
+            ask = wanted[member.sha] + carry
+            if ask == 0:
+                continue
+            parent = self._parent(member, rank)
+            self.progress(f"{tag} asking {self.proposer.name} for {ask} candidate(s) from {member.label} "
+                          f"(rank {rank})")
+            got = 0
+            for proposal in self.proposer.propose(self._context(step, ask, parent)):
+                if got == ask:
+                    break
+                got += 1
+                number = next(numbers)
+                if isinstance(proposal, FailedProposal):
+                    self._commit_failure(step, number, proposal, parent)
+                    self.progress(f"{tag} candidate {number}: {FAILED}: {proposal.reason}")
+                    continue
+                self._commit_proposal(step, number, proposal, parent, None)
+                self.progress(f"{tag} candidate {number} received: {proposal.title}")
+                seen.add(sha256(proposal.source))
+                if self.proposer.name == "tune":
+                    continue
+                for variant in self._variants(proposal.source, self.config.tune_budget, seen):
+                    seen.add(sha256(variant.source))
+                    self._commit_proposal(step, next(numbers), variant, parent, number)
+            received += got
+            carry = ask - got
+        return received
+
+    def _variants(self, source: str, count: int, seen: set[str]) -> list[Candidate]:
+        if count <= 0 or self.tune_cache is None:
+            return []
+        return knob_candidates(source, count, self.tune_cache, self.config.target, seen, self.config.knob_choices)
+
+    def _waiting(self, waiting: list[Entry]) -> list[Planned]:
+        """The step's received candidates, in order, with their parents; repeats of a source are marked."""
+        seen = {e.trailers.get("Kernel-Sha256", "") for e in self.ledger.entries()}
+        members = {e.sha: e for e in self.ledger.main_line() + self.ledger.off_main()}
+        parents: dict[str, Parent] = {}
+        planned = []
+        for entry in waiting:
+            step_data = self._json(entry.sha, STEP)
+            if entry.parent not in parents:
+                parents[entry.parent] = self._parent(self._member(members[entry.parent]),
+                                                     step_data.get("parent_rank", 0))
+            files = self.ledger.files(entry.sha)
+            for name in (RUN, RECORD, STEP):
+                files.pop(name, None)
+            source = files.pop(KERNEL).decode()
+            candidate = Candidate(source=source, rationale=step_data.get("rationale", ""),
+                                  title=step_data.get("title", ""), meta=step_data.get("proposal") or {},
+                                  artifacts={k: v.decode() for k, v in files.items()})
             digest = sha256(source)
-            if digest not in seen and digest not in digests:
-                digests.add(digest)
-                todo.append((n, self._scratch_file(step, n, source)))
-        if not todo:
-            return {}
-        with ThreadPoolExecutor(max_workers=max(1, min(len(todo), os.cpu_count() or 1))) as pool, \
-                self.progress.task(f"[step {step}/{self.config.steps}] static screen of {len(todo)} candidate(s)"):
-            records = pool.map(lambda item: self._safe_record(item[1], run=False), todo)
-            return {n: record for (n, _), record in zip(todo, records)}
+            planned.append(Planned(entry.candidate, candidate, parents[entry.parent], entry.ref,
+                                   step_data.get("variant_of"), digest in seen))
+            seen.add(digest)
+        return planned
 
-    def _received(self, entry: Entry) -> Candidate:
-        """The candidate a proposal commit holds."""
-        files = self.ledger.files(entry.sha)
-        step_data = json.loads(files.pop(STEP))
-        for name in (RUN, RECORD):
-            files.pop(name, None)
-        source = files.pop(KERNEL).decode()
-        return Candidate(source=source, rationale=step_data.get("rationale", ""), title=step_data.get("title", ""),
-                         meta=step_data.get("proposal") or {}, artifacts={k: v.decode() for k, v in files.items()})
+    # -- evaluating --------------------------------------------------------------------------------------
 
-    def _score_of(self, entry: Entry) -> tuple:
-        return tuple(self._json(entry.sha, STEP).get("score") or ())
+    def _job(self, item: Planned) -> Job:
+        return Job(number=item.number, source=item.proposal.source, parent_source=item.parent.source,
+                   target=self.config.target, seed=self.config.seed, min_gain=self.config.min_gain,
+                   max_spills=self.config.max_spills, timeout_s=self.config.candidate_timeout)
 
-    def _handle(self, step: int, n: int, proposal: Candidate, head: Entry, incumbent_source: str,
-                incumbent_record: dict, last: bool, best: tuple | None, static_record: dict | None,
-                waiting_ref: str) -> tuple | None:
-        """Evaluate and commit one received proposal; returns its score when it passed."""
-        tag = f"[step {step}/{self.config.steps}] candidate {n}"
-        started = time.monotonic()
-        digest = sha256(proposal.source)
-        duplicate = next((e for e in self.ledger.entries() if e.trailers.get("Kernel-Sha256") == digest), None)
-        if duplicate is not None:
-            record = self._json(duplicate.sha, RECORD)
-            judgement = Judgement(False, f"duplicate of step {duplicate.step}.{duplicate.candidate}; not re-evaluated",
-                                  (), False)
-        else:
-            with self.progress.task(f"{tag} {proposal.title}: evaluating", report_end=False):
-                record, judgement = self._evaluate(step, n, proposal.source, incumbent_source, incumbent_record,
-                                                   static_record)
-        elapsed = time.monotonic() - started
-        passed = judgement.passed
-        accept_now = passed and last and (best is None or judgement.score > best)
-        verdict = ACCEPTED if accept_now else (PASSED if passed else REJECTED)
-        self._commit_candidate(step, n, proposal, record, judgement, verdict, head, elapsed, waiting_ref)
-        if duplicate is None:
-            self.proposer.observe(proposal, Outcome(verdict, judgement.reason, record, judgement.screened_out))
-        self.progress(f"{tag} {proposal.title}: {verdict} - {judgement.reason} [{headline(record)}; {elapsed:.1f} s]")
-        return judgement.score if passed else None
+    def _evaluate(self, step: int, planned: list[Planned]) -> str | None:
+        """Evaluate the planned candidates on the executor and commit each, in order, as soon as it can be."""
+        results: dict[int, Result | None] = {}   # None: nothing to evaluate (a duplicate)
+        dropped: set[int] = set()                 # not evaluated because the budget ran out: left waiting
+        in_flight: dict[Future, tuple[Planned, str]] = {}
+        started: dict[int, float] = {}
+        order = [item.number for item in planned]
+        by_number = {item.number: item for item in planned}
+        committed = 0
+        stop = self.budget_stop(tokens=False)
+        for item in planned:
+            started[item.number] = time.monotonic()
+            if item.duplicate:
+                results[item.number] = None
+            elif stop:
+                dropped.add(item.number)
+            else:
+                in_flight[self.executor.submit_static(self._job(item))] = (item, "static")
+        def commit_ready() -> None:
+            nonlocal committed, stop
+            while committed < len(order) and (order[committed] in results or order[committed] in dropped):
+                number = order[committed]
+                committed += 1
+                if number not in dropped:
+                    self._commit_result(step, by_number[number], results[number],
+                                        time.monotonic() - started[number])
+                    stop = stop or self.budget_stop(tokens=False)
 
-    def _scratch_file(self, step: int, n: int, source: str) -> Path:
-        path = self.scratch / f"step{step:03d}-{n}" / KERNEL
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(source)
-        return path
+        while True:
+            commit_ready()
+            if stop:
+                for future in [f for f in in_flight if f.cancel()]:
+                    dropped.add(in_flight.pop(future)[0].number)
+            if committed == len(order) or not in_flight:
+                break
+            done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
+            for future in sorted(done, key=lambda f: in_flight[f][0].number):
+                item, phase = in_flight.pop(future)
+                result = self._phase_done(item, phase, future, stop is None)
+                while isinstance(result, Future) and result.done():  # an executor that ran it already
+                    result = self._phase_done(item, "measured", result, True)
+                if isinstance(result, Future):
+                    in_flight[result] = (item, "measured")
+                elif result is None:
+                    dropped.add(item.number)
+                else:
+                    results[item.number] = result
+                commit_ready()
+        return stop if dropped else None  # a step that finished counts as run, whatever the budget says now
 
-    def _evaluate(self, step: int, n: int, source: str, incumbent_source: str, incumbent_record: dict,
-                  static_record: dict | None) -> tuple[dict, Judgement]:
-        path = self._scratch_file(step, n, source)
-        record = static_record if static_record is not None else self._safe_record(path, run=False)
-        reason = screen(record, self.config.max_spills)
-        if reason is None and self.config.mode == MEASURED:
-            record = self._safe_record(path, run=True)
+    def _phase_done(self, item: Planned, phase: str, future: Future, go_on: bool) -> Result | Future | None:
+        """Judge a finished phase, or hand a candidate that passed its static screen to a GPU worker (None: the
+        budget ran out before it could be measured)."""
+        if phase == "static":
+            record = self._outcome(future)
             reason = screen(record, self.config.max_spills)
-        if reason is not None:
-            return normalize_record(record), Judgement(False, reason, (), True)
-        if self.config.mode != MEASURED:
-            return normalize_record(record), judge_static(record, incumbent_record)
-        incumbent_path = self.scratch / "incumbent" / KERNEL
-        incumbent_path.parent.mkdir(parents=True, exist_ok=True)
-        incumbent_path.write_text(incumbent_source)
+            seconds = {"static": record.get("job_seconds")}
+            if reason is not None:
+                return Result(normalize_record(record), Judgement(False, reason, (), True), seconds)
+            if self.config.mode != MEASURED:
+                return Result(normalize_record(record), judge_static(record, item.parent.record), seconds)
+            if not go_on:
+                return None
+            return self.executor.submit_measured(self._job(item), record)
         try:
-            comparison = self.evaluator.compare(path, incumbent_path, None, self.config.min_gain)
-        except Exception as exc:  # noqa: BLE001 - a comparison that breaks rejects this candidate only
-            return normalize_record(record), Judgement(False, f"interleaved comparison failed: "
-                                                              f"{type(exc).__name__}: {exc}", (), True)
-        return normalize_record(record), judge_measured(record, comparison, self.config.min_gain)
+            measured: MeasuredResult = future.result()
+        except Exception as exc:  # noqa: BLE001 - a worker that breaks rejects this candidate only
+            message = f"{type(exc).__name__}: {exc}"
+            return Result({"status": "evaluator_error", "message": message, "target": self.config.target},
+                          Judgement(False, f"measured evaluation failed: {message}", (), True))
+        record = normalize_record(measured.record)
+        reason = screen(record, self.config.max_spills)
+        if reason is not None:
+            return Result(record, Judgement(False, reason, (), True), measured.seconds)
+        return Result(record, judge_measured(record, measured.comparison or {}, self.config.min_gain),
+                      measured.seconds)
 
-    def _safe_record(self, path: Path, run: bool) -> dict:
+    def _outcome(self, future: Future) -> dict:
         """An evaluator crash is a failed candidate, recorded with its traceback tail, not the end of the run."""
         try:
-            return self.evaluator.record(path, run=run)
+            return future.result()
         except Exception as exc:  # noqa: BLE001 - the loop must go on; the record says what broke
             tail = traceback.format_exception(type(exc), exc, exc.__traceback__)[-3:]
             return {"status": "evaluator_error", "message": f"{type(exc).__name__}: {exc}", "line": None,
@@ -313,57 +419,135 @@ class Optimizer:
 
     # -- committing --------------------------------------------------------------------------------------
 
-    def _commit_proposal(self, step: int, n: int, proposal: Candidate, head: Entry) -> str:
+    def _commit_result(self, step: int, item: Planned, result: Result | None, elapsed: float) -> None:
+        tag = f"[step {step}/{self.config.steps}] candidate {item.number}"
+        proposal = item.proposal
+        if item.duplicate or result is None:
+            original = self._find_source(proposal.source)
+            record = self._json(original.sha, RECORD) if original else {}
+            where = f"step {original.step}.{original.candidate}" if original else "an earlier candidate"
+            result = Result(record, Judgement(False, f"duplicate of {where}; not re-evaluated", (), False))
+        verdict = PASSED if result.judgement.passed else REJECTED
+        self._commit_candidate(step, item, result, verdict, elapsed)
+        outcome = Outcome(verdict, result.judgement.reason, result.record, result.judgement.screened_out)
+        if not item.duplicate:
+            if item.variant_of is None:
+                self.proposer.observe(proposal, outcome)
+            elif self.tune_cache is not None:
+                record_outcome(self.tune_cache, proposal, outcome)
+        self.progress(f"{tag} {proposal.title} (parent {item.parent.member.label}): {verdict} - "
+                      f"{result.judgement.reason} [{headline(result.record)}; {elapsed:.1f} s]")
+
+    def _find_source(self, source: str) -> Entry | None:
+        digest = sha256(source)
+        return next((e for e in self.ledger.entries() if e.trailers.get("Kernel-Sha256") == digest), None)
+
+    def _lineage(self, parent: Parent, variant_of: int | None) -> dict:
+        data = {"parent": parent.member.sha, "parent_step": parent.member.label, "parent_rank": parent.rank,
+                "strategy": self.config.strategy}
+        if variant_of is not None:
+            data["variant_of"] = variant_of
+        return data
+
+    def _commit_proposal(self, step: int, n: int, proposal: Candidate, parent: Parent, variant_of: int | None) -> str:
         """A received candidate, kept on its proposal ref until it is judged."""
         step_data = step_json(self.config, step=step, candidate=n, verdict=PROPOSED, reason="received, not yet judged",
-                              proposer=self.proposer.name, title=proposal.title, rationale=proposal.rationale,
-                              kernel_sha256=sha256(proposal.source), proposal=proposal.meta, incumbent=head.sha)
-        record = {"status": PENDING_STATUS, "target": self.config.target,
-                  "triton_version": self.config.triton_version}
-        return self._commit(head, proposal.source, record, step_data, proposal.artifacts, proposal_ref(step, n))
+                              proposer="tune" if variant_of is not None else self.proposer.name, title=proposal.title,
+                              rationale=proposal.rationale, kernel_sha256=sha256(proposal.source),
+                              proposal=proposal.meta, **self._lineage(parent, variant_of))
+        record = {"status": PENDING_STATUS, "target": self.config.target, "triton_version": self.config.triton_version}
+        return self._commit(parent.member.sha, proposal.source, record, step_data, proposal.artifacts,
+                            proposal_ref(step, n))
 
-    def _commit_candidate(self, step: int, n: int, proposal: Candidate, record: dict, judgement: Judgement,
-                          verdict: str, head: Entry, elapsed: float, waiting_ref: str) -> str:
-        step_data = step_json(self.config, step=step, candidate=n, verdict=verdict, reason=judgement.reason,
-                              proposer=self.proposer.name, title=proposal.title, rationale=proposal.rationale,
-                              kernel_sha256=sha256(proposal.source), score=list(judgement.score),
-                              screened_out=judgement.screened_out, comparison=judgement.comparison,
-                              proposal=proposal.meta, incumbent=head.sha, elapsed_s=round(elapsed, 3))
-        ref = MAIN if verdict == ACCEPTED else attempt_ref(step, n)
-        return self._commit(head, proposal.source, record, step_data, proposal.artifacts, ref, (waiting_ref,))
+    def _commit_candidate(self, step: int, item: Planned, result: Result, verdict: str, elapsed: float) -> str:
+        proposal, judgement = item.proposal, result.judgement
+        step_data = step_json(self.config, step=step, candidate=item.number, verdict=verdict,
+                              reason=judgement.reason, proposer=self._proposer_name(item), title=proposal.title,
+                              rationale=proposal.rationale, kernel_sha256=sha256(proposal.source),
+                              score=list(judgement.score), screened_out=judgement.screened_out,
+                              comparison=judgement.comparison, proposal=proposal.meta, elapsed_s=round(elapsed, 3),
+                              phases_s={k: v for k, v in result.seconds.items() if v is not None},
+                              **self._lineage(item.parent, item.variant_of))
+        return self._commit(item.parent.member.sha, proposal.source, result.record, step_data, proposal.artifacts,
+                            attempt_ref(step, item.number), (item.waiting_ref,))
 
-    def _commit_failure(self, step: int, n: int, failure: FailedProposal, head: Entry, incumbent_source: str) -> str:
+    def _proposer_name(self, item: Planned) -> str:
+        return "tune" if item.variant_of is not None else self.proposer.name
+
+    def _commit_failure(self, step: int, n: int, failure: FailedProposal, parent: Parent) -> str:
         record = {"status": "no_candidate", "message": failure.reason, "target": self.config.target,
                   "triton_version": self.config.triton_version}
         step_data = step_json(self.config, step=step, candidate=n, verdict=FAILED, reason=failure.reason,
                               proposer=self.proposer.name, title="no candidate", screened_out=True,
-                              proposal=failure.meta, incumbent=head.sha)
-        # The tree keeps the incumbent's kernel, so every commit of the ledger is a complete snapshot.
-        return self._commit(head, incumbent_source, record, step_data, failure.artifacts, attempt_ref(step, n))
+                              proposal=failure.meta, **self._lineage(parent, None))
+        # The tree keeps the parent's kernel, so every commit of the ledger is a complete snapshot.
+        return self._commit(parent.member.sha, parent.source, record, step_data, failure.artifacts,
+                            attempt_ref(step, n))
 
-    def _commit(self, head: Entry, source: str, record: dict, step_data: dict, artifacts: dict[str, str],
+    def _commit(self, parent: str, source: str, record: dict, step_data: dict, artifacts: dict[str, str],
                 ref: str, delete_refs: tuple[str, ...] = ()) -> str:
         files = {RUN: self.run_file, KERNEL: source.encode(), RECORD: dump(record), STEP: dump(step_data),
                  **{k: v.encode() for k, v in artifacts.items()}}
-        return self.ledger.commit(files, self._message(step_data, record), parent=head.sha, ref=ref,
+        return self.ledger.commit(files, self._message(step_data, record), parent=parent, ref=ref,
                                   delete_refs=delete_refs)
 
     def _message(self, step_data: dict, record: dict) -> str:
         summary = f"step {step_data['step']}.{step_data['candidate']}: {step_data['verdict']} - {step_data['title']}"
         return commit_message(summary, step_data["rationale"], trailer_block(self.config, step_data, record))
 
-    def _promote_best(self, step: int, head: Entry) -> None:
-        passed = [e for e in self.ledger.attempts() if e.step == step and e.verdict == PASSED]
-        if not passed:
+    # -- admitting a step's passers ------------------------------------------------------------------------
+
+    def _finish_step(self, step: int) -> None:
+        """Admit the step's passers that rank in the population, and lay out main, population and retired refs
+        accordingly, all in one ref transaction. Idempotent: a step whose passers were admitted has none left."""
+        head = self.ledger.resolve(MAIN)
+        accepted = self.accepted()
+        passing = [e for e in self.ledger.attempts() if e.step == step and e.verdict == PASSED]
+        if self.search.strategy == GREEDY:  # passers outranked by the step's winner stay where they are
+            passing = [e for e in passing if e.parent == head]
+        admitted = self.search.admit(self.search.population(accepted, head), [self._member(e) for e in passing])
+        if not admitted:
             return
-        best = max(passed, key=self._score_of)
-        files = self.ledger.files(best.sha)
-        step_data = json.loads(files[STEP])
-        step_data.update(verdict=ACCEPTED, reason=f"best of {len(passed)} passing candidate(s): {step_data['reason']}")
-        files[STEP] = dump(step_data)
-        message = self._message(step_data, json.loads(files[RECORD]))
-        self.ledger.commit(files, message, parent=head.sha, ref=MAIN, delete_refs=(best.ref,))
-        self.progress(f"[step {step}/{self.config.steps}] promoted candidate {best.candidate} to main")
+        changes: list[RefChange] = []
+        new_members = []
+        by_score = sorted(passing, key=lambda e: (tuple(self._json(e.sha, STEP).get("score") or ()), -e.candidate),
+                          reverse=True)
+        for member in admitted:
+            entry = next(e for e in passing if e.sha == member.sha)
+            files = self.ledger.files(entry.sha)
+            step_data = json.loads(files[STEP])
+            rank = by_score.index(entry) + 1
+            reason = f"{'best' if rank == 1 else f'number {rank}'} of {len(passing)} passing candidate(s)"
+            if self.search.strategy != GREEDY:
+                reason += f", ranks in the population of {self.search.beam}"
+            step_data.update(verdict=ACCEPTED, reason=f"{reason}: {step_data['reason']}")
+            files[STEP] = dump(step_data)
+            sha = self.ledger.write_commit(files, self._message(step_data, json.loads(files[RECORD])), entry.parent)
+            changes.append(RefChange(entry.ref, None, entry.sha))
+            new_members.append(replace(member, sha=sha))
+        members = accepted + new_members
+        best = new_members[0] if self.search.strategy == GREEDY else ranked(members)[0]
+        changes += self._layout(members, best, head)
+        self.ledger.move_refs(changes)
+        figure = f"{best.merit:.4g} {'TFLOP/s measured' if self.config.mode == MEASURED else 'by static estimate'}"
+        main = (f"promoted candidate {best.candidate} to main" if best in new_members else f"main holds {best.label}")
+        self.progress(f"[step {step}/{self.config.steps}] accepted {', '.join(m.label for m in new_members)}; "
+                      f"{main} ({figure})")
+
+    def _layout(self, members: list[Member], best: Member, head: str) -> list[RefChange]:
+        """Ref changes that put `best` on main and every other accepted kernel on its own population ref (when
+        it ranks in the population) or retired ref."""
+        lineage = set(self.ledger.first_parent_chain(best.sha))
+        keep = {m.sha for m in self.search.population(members, best.sha)}
+        wanted = {}
+        for m in members:
+            if m.sha not in lineage:
+                wanted[(population_ref if m.sha in keep else retired_ref)(m.step, m.candidate)] = m.sha
+        current = {**self.ledger.refs(POPULATION), **self.ledger.refs(RETIRED)}
+        changes = [RefChange(MAIN, best.sha, head)] if best.sha != head else []
+        changes += [RefChange(ref, None, sha) for ref, sha in current.items() if wanted.get(ref) != sha]
+        changes += [RefChange(ref, sha, None) for ref, sha in wanted.items() if current.get(ref) != sha]
+        return changes
 
 
 def step_json(config: RunConfig, *, step: int, candidate: int, verdict: str, reason: str, proposer: str,
@@ -380,10 +564,14 @@ def step_json(config: RunConfig, *, step: int, candidate: int, verdict: str, rea
 def trailer_block(config: RunConfig, step_data: dict, record: dict) -> dict[str, str]:
     """The trailers of the commit that holds `step_data` and `record`."""
     extra = {"Objective": config.mode}
+    if step_data.get("parent"):
+        extra["Parent"] = step_data["parent"]
+    if step_data.get("variant_of") is not None:
+        extra["Variant-Of"] = str(step_data["variant_of"])
     if step_data["kernel_sha256"]:
         extra["Kernel-Sha256"] = step_data["kernel_sha256"]
     comparison = step_data.get("comparison")
-    if comparison:
+    if comparison and comparison.get("speedup") is not None:
         extra["Speedup-Measured"] = (f"{comparison.get('speedup'):.4f} (95% CI {comparison.get('ci_low'):.4f}"
                                      f"-{comparison.get('ci_high'):.4f}, {comparison.get('method')})")
     meta = step_data.get("proposal") or {}
@@ -406,6 +594,11 @@ def baseline_commit(config: RunConfig, source: str, record: dict) -> tuple[dict[
                  f"candidate(s) on {config.target}.\nAccept rule: {config.objective}.")
     return files, commit_message(f"step 0: baseline - {step_data['title']}", rationale,
                                  trailer_block(config, step_data, record))
+
+
+def _primaries(entries: list[Entry]) -> int:
+    """How many of `entries` came from the proposer itself (not knob settings added by --tune-budget)."""
+    return sum("Variant-Of" not in e.trailers for e in entries)
 
 
 def _trailer_headline(entry: Entry) -> str:

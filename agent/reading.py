@@ -28,6 +28,7 @@ class HistoryRow:
     verdict: str
     ref: str
     commit: str
+    parent: str                 # the parent's step.candidate ("" for the root)
     summary: str
     reason: str
     proposer: str
@@ -42,13 +43,20 @@ class HistoryRow:
     vs_vendor: str = ""      # vendor time / its time, measured interleaved
 
 
+def _label(entry: Entry) -> str:
+    return f"{entry.step}.{entry.candidate}"
+
+
 def history(ledger: Ledger) -> list[HistoryRow]:
     rows = []
     run = climb(ledger)
-    for e in ledger.entries():
+    entries = ledger.entries()
+    labels = {e.sha: _label(e) for e in entries}
+    for e in entries:
         t = e.trailers
         point = run.point(e.sha)
         rows.append(HistoryRow(step=e.step, candidate=e.candidate, verdict=e.verdict, ref=e.ref, commit=e.sha,
+                               parent=labels.get(e.parent, e.parent[:12]) if e.parent else "",
                                summary=e.summary, reason=t.get("Reason", ""), proposer=t.get("Proposer", ""),
                                tflops_measured=t.get("TFLOPS-Measured", "n/a"),
                                efficiency_estimate=t.get("Efficiency-Estimate", "n/a"),
@@ -82,10 +90,10 @@ REASON_WIDTH = 72
 
 
 def format_table(rows: list[HistoryRow]) -> str:
-    """History rows as a text table; `x incumbent` and `x start` are the climb's ratios (agent.climb)."""
-    header = ("step", "verdict", "x incumbent", "x start", "vs vendor", "TFLOPS (measured)", "eff (static est.)",
-              "regs", "spills", "shared", "reason")
-    body = [(f"{r.step}.{r.candidate}", r.verdict, r.speedup, r.cumulative, r.vs_vendor,
+    """History rows as a text table; `x parent` and `x start` are the climb's ratios (agent.climb)."""
+    header = ("step", "parent", "verdict", "x parent", "x start", "vs vendor", "TFLOPS (measured)",
+              "eff (static est.)", "regs", "spills", "shared", "reason")
+    body = [(f"{r.step}.{r.candidate}", r.parent, r.verdict, r.speedup, r.cumulative, r.vs_vendor,
              r.tflops_measured.split(" (")[0], r.efficiency_estimate, r.registers, r.spills,
              r.shared.replace(" bytes", ""), shorten(r.reason, REASON_WIDTH)) for r in rows]
     widths = [max(len(str(x)) for x in col) for col in zip(header, *body)]
@@ -99,6 +107,34 @@ def shorten(text: str, width: int) -> str:
         return text
     cut = text[:width - 1]
     return (cut.rsplit(" ", 1)[0] if " " in cut else cut).rstrip(" ,;:") + "…"
+
+
+def tree(ledger: Ledger) -> str:
+    """The accepted kernels as the search tree they form, each under its parent; `*` marks main's lineage.
+
+    Rejected and passed attempts are left out (the table lists them with their parents).
+    """
+    main = {e.sha for e in ledger.main_line()}
+    accepted = [e for e in ledger.entries() if e.verdict in ("accepted", "baseline")]
+    children: dict[str | None, list[Entry]] = {}
+    for e in accepted:
+        children.setdefault(e.parent, []).append(e)
+    lines: list[str] = []
+
+    def walk(entry: Entry, prefix: str, last: bool, root: bool) -> None:
+        t = entry.trailers
+        figure = t.get("TFLOPS-Measured", "n/a").split(" (")[0]
+        figure = f"{figure} TFLOP/s" if figure != "n/a" else f"eff {t.get('Efficiency-Estimate', 'n/a')} (static est.)"
+        where = "*" if entry.sha in main else entry.ref.removeprefix("refs/")
+        branch = "" if root else ("└─ " if last else "├─ ")
+        lines.append(f"{prefix}{branch}{_label(entry)} {figure} {where}  {entry.summary.split(' - ', 1)[-1]}")
+        kids = children.get(entry.sha, [])
+        for i, kid in enumerate(kids):
+            walk(kid, prefix if root else prefix + ("   " if last else "│  "), i == len(kids) - 1, False)
+
+    for root in children.get(None, []):
+        walk(root, "", True, True)
+    return "\n".join(lines)
 
 
 def find_step(ledger: Ledger, spec: str) -> Entry:
@@ -116,6 +152,9 @@ def find_step(ledger: Ledger, spec: str) -> Entry:
     on_main = [e for e in entries if e.ref == MAIN]
     if on_main:
         return on_main[0]
+    accepted = [e for e in entries if e.verdict == "accepted"]
+    if len(accepted) == 1:
+        return accepted[0]
     if len(entries) > 1:
         listing = ", ".join(f"{e.step}.{e.candidate} ({e.verdict})" for e in entries)
         raise LookupError(f"step {spec} accepted nothing; pick one of its candidates: {listing}")
@@ -156,13 +195,23 @@ class Drift:
     notes: tuple[str, ...] = ()      # what could not be re-checked here
 
 
-def verify(ledger: Ledger, evaluator: Evaluator, progress: Progress = QUIET) -> list[Drift]:
-    """Re-evaluate each commit on main; static figures must match exactly, runtime ones within noise."""
+def lineage(ledger: Ledger, spec: str | None = None) -> list[Entry]:
+    """The kernels from the root to `spec` (a step as `find_step` reads it; None: main's head), oldest first."""
+    if spec is None:
+        return ledger.main_line()
+    tip = find_step(ledger, spec)
+    entries = {e.sha: e for e in ledger.entries()}
+    return [entries[sha] for sha in ledger.first_parent_chain(tip.sha)]  # every ancestor is an accepted kernel
+
+
+def verify(ledger: Ledger, evaluator: Evaluator, progress: Progress = QUIET, spec: str | None = None) -> list[Drift]:
+    """Re-evaluate each kernel of a lineage (default main's); static figures must match exactly, runtime ones
+    within noise."""
     drifts = []
-    entries = ledger.main_line()
+    entries = lineage(ledger, spec)
     with tempfile.TemporaryDirectory(prefix="nearpeak-replay-") as tmp:
         for index, entry in enumerate(entries, start=1):
-            path = Path(tmp) / f"step{entry.step:03d}" / KERNEL
+            path = Path(tmp) / f"step{entry.step:03d}-{entry.candidate}" / KERNEL
             path.parent.mkdir(parents=True)
             path.write_bytes(ledger.read(entry.sha, KERNEL))
             old = json.loads(ledger.read(entry.sha, RECORD))

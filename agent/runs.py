@@ -62,6 +62,10 @@ class NewRun:
     max_idle_steps: int = 3
     ladder_dir: str | None = None
     timeout: float = 600.0
+    strategy: str = "greedy"
+    beam: int = 4
+    tune_budget: int = 0
+    knob_choices: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -145,7 +149,8 @@ def create_run(request: NewRun, say: Progress) -> tuple[Ledger, RunConfig]:
         candidates=request.candidates, min_gain=request.min_gain, max_spills=request.max_spills, seed=request.seed,
         mode=mode, objective=OBJECTIVES[mode], model=model, base_url=request.base_url,
         request_timeout=request.request_timeout, retries=request.retries, retry_backoff=request.retry_backoff,
-        max_idle_steps=request.max_idle_steps,
+        max_idle_steps=request.max_idle_steps, strategy=request.strategy, beam=request.beam,
+        tune_budget=request.tune_budget, knob_choices=request.knob_choices,
         ladder_dir=request.ladder_dir, max_tokens=request.max_tokens,
         max_wall=request.max_wall, candidate_timeout=request.timeout,
         created_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"),

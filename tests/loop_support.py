@@ -10,6 +10,7 @@ import io
 
 from agent.config import RunConfig
 from agent.evaluation import MEASURED, OBJECTIVES, STATIC
+from agent.executors.inline import InlineExecutor
 from agent.ledger import Ledger
 from agent.loop import KERNEL, Budget, Optimizer, baseline_commit
 from agent.progress import Progress
@@ -110,5 +111,6 @@ def _written(path, text):
 def optimize(ledger, config, proposer, evaluator=None, budget=None):
     evaluator = evaluator or FakeEvaluator()
     out = io.StringIO()
-    result = Optimizer(ledger, config, proposer, evaluator, budget or Budget(), Progress(out, heartbeat=0)).run()
+    result = Optimizer(ledger, config, proposer, InlineExecutor(evaluator), budget or Budget(),
+                       Progress(out, heartbeat=0)).run()
     return result, evaluator, out.getvalue()

@@ -32,7 +32,8 @@ def test_static_mode_accepts_a_better_estimate_and_keeps_a_worse_one_as_an_attem
     assert rejected["verdict"] == "rejected" and not rejected["screened_out"]
     assert rejected["reason"].startswith("estimated 400.0 TFLOP/s not above incumbent 500.0")
     assert "static estimate" in rejected["reason"]
-    assert "candidate 1 idea 1: accepted" in log and "candidate 1 idea 1: rejected" in log
+    assert "candidate 1 idea 1 (parent 0.0): passed" in log and "promoted candidate 1 to main" in log
+    assert "candidate 1 idea 1 (parent 1.1): rejected" in log
 
 
 def test_the_best_of_several_passing_candidates_is_promoted(tmp_path):
@@ -47,11 +48,12 @@ def test_the_best_of_several_passing_candidates_is_promoted(tmp_path):
     assert proposer.outcomes == [("idea 1", "passed"), ("idea 2", "passed"), ("idea 3", "passed")]
 
 
-def test_the_last_candidate_goes_straight_to_main_when_it_is_the_best(tmp_path):
+def test_the_best_passer_is_promoted_whatever_its_place_in_the_step(tmp_path):
     ledger, config = make_run(tmp_path, steps=1, candidates=2)
     optimize(ledger, config, ScriptedProposer(["EFF = 0.6\n", "EFF = 0.9\n"]))
     assert step_data(ledger, MAIN)["candidate"] == 2
-    assert step_data(ledger, MAIN)["reason"].startswith("estimated 900.0 TFLOP/s > incumbent 300.0")
+    assert step_data(ledger, MAIN)["reason"].startswith("best of 2 passing candidate(s): estimated 900.0 TFLOP/s > "
+                                                        "incumbent 300.0")
 
 
 @pytest.mark.parametrize("kernel, reason", [
@@ -94,7 +96,7 @@ def test_measured_mode_rejects_incorrect_results_without_an_interleaved_comparis
 def test_a_broken_comparison_rejects_the_candidate_and_the_run_goes_on(tmp_path):
     ledger, config = make_run(tmp_path, mode=MEASURED, steps=2)
     result, _, _ = optimize(ledger, config, ScriptedProposer(["SPEEDUP = 0\n"], ["SPEEDUP = 1.5\n"]))
-    assert step_data(ledger, attempt_ref(1, 1))["reason"].startswith("interleaved comparison failed: RuntimeError")
+    assert step_data(ledger, attempt_ref(1, 1))["reason"].startswith("measured evaluation failed: RuntimeError")
     assert main_sources(ledger)[-1] == "SPEEDUP = 1.5\n" and result.steps_run == [1, 2]
 
 

@@ -109,7 +109,7 @@ def make_proposer(config, runs_dir: Path, dtype: str | None, progress=None) -> P
     from .tune import TuneCache, TuneProposer
 
     if config.proposer == "tune":
-        return TuneProposer(TuneCache(runs_dir / TUNE_CACHE))
+        return TuneProposer(TuneCache(runs_dir / TUNE_CACHE), config.knob_choices)
     ladder = Path(config.ladder_dir) if config.ladder_dir else default_ladder_dir(config.target, dtype)
     if config.proposer == "ladder":
         if not ladder.is_dir():

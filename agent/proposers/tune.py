@@ -5,8 +5,9 @@ proposed nearest first (one knob changed, then two, ...), so a run walks downhil
 
 Results persist in a JSON cache shared by every run under the same runs directory, keyed by the kernel's
 source hash (with the KNOBS value blanked, so all configurations of one kernel share it), the configuration,
-the benchmark shape and the target. A configuration the cache knows to fail is not proposed again; known
-good ones are proposed before unknown ones, best first.
+the benchmark shape and the target. A configuration the cache knows this kernel failed or lost with is not
+proposed again; known good ones are proposed before unknown ones, best first. `knob_candidates` is also what
+the loop uses to add knob settings to every candidate of another proposer (`--tune-budget`).
 """
 from __future__ import annotations
 
@@ -61,61 +62,81 @@ def _score(entry: dict) -> float:
     return 0.0
 
 
+def _known_bad(entry: dict) -> bool:
+    """A setting this kernel failed with (compile error, spills, wrong results) or lost with: never again."""
+    return bool(entry.get("screened_out")) or entry.get("verdict") == "rejected"
+
+
+def configurations(source: str, overrides: dict[str, list[int]] | None = None) -> list[dict[str, int]]:
+    """Every setting of the knobs in KNOB_CHOICES (`overrides` replace or add choices) except the current one,
+    nearest first (one knob changed, then two, ...)."""
+    knobs = declaration(source, "KNOBS", {}) or {}
+    choices = {**(declaration(source, "KNOB_CHOICES", {}) or {}), **(overrides or {})}
+    names = [k for k in choices if k in knobs]
+    configs = []
+    for values in itertools.islice(itertools.product(*(choices[k] for k in names)), MAX_CONFIGS):
+        config = {**knobs, **dict(zip(names, values))}
+        distance = sum(config[k] != knobs[k] for k in names)
+        if distance:
+            configs.append((distance, config))
+    configs.sort(key=lambda dc: dc[0])
+    return [c for _, c in configs]
+
+
+def knob_candidates(source: str, count: int, cache: TuneCache, target: str, skip: frozenset[str] | set[str],
+                    overrides: dict[str, list[int]] | None = None) -> list[Candidate]:
+    """Up to `count` knob settings of `source` worth evaluating: settings the cache rates well for this kernel
+    first (best first), then unknown ones nearest first. Skipped: sources whose sha256 is in `skip` and settings
+    the cache knows this kernel (same source hash, KNOBS aside) failed or lost with."""
+    shape = (declaration(source, "SHAPES") or [None])[0]
+    cached = cache.load()
+    known_good, unknown = [], []
+    for config in configurations(source, overrides):
+        candidate_source = replace_knobs(source, config)
+        if sha256(candidate_source) in skip:
+            continue
+        entry = cached.get(TuneCache.key(source, config, shape, target))
+        if entry is None:
+            unknown.append((config, candidate_source, None))
+        elif not _known_bad(entry):
+            known_good.append((config, candidate_source, entry))
+    known_good.sort(key=lambda item: -_score(item[2]))
+    return [_candidate(source, config, text, entry) for config, text, entry in (known_good + unknown)[:count]]
+
+
+def _candidate(base: str, config: dict, text: str, entry: dict | None) -> Candidate:
+    before = declaration(base, "KNOBS", {})
+    changed = {k: v for k, v in config.items() if before.get(k) != v}
+    change = ", ".join(f"{k} {before.get(k)} -> {v}" for k, v in changed.items())
+    why = "the shared tune cache rates it well from an earlier run" if entry else "not evaluated before"
+    return Candidate(source=text, rationale=f"Knob sweep: {change} ({why}).", title=f"tune {change}",
+                     meta={"knobs": config, "changed": changed, "cache_hit": entry is not None})
+
+
+def record_outcome(cache: TuneCache, candidate: Candidate, outcome: Outcome) -> None:
+    """Remember how a knob setting fared, for every later run and step that meets the same kernel."""
+    record = outcome.record
+    shape = record.get("shape") or (declaration(candidate.source, "SHAPES") or [None])[0]
+    f = figures(record)
+    cache.put(TuneCache.key(candidate.source, candidate.meta["knobs"], shape, record.get("target")), {
+        "status": f.status, "verdict": outcome.verdict, "reason": outcome.reason,
+        "screened_out": outcome.screened_out,
+        "estimated_efficiency": f.efficiency_estimate, "estimated_tflops": (record.get("static") or {}).get(
+            "estimated_tflops"), "hot_loop_spills": f.hot_loop_spills,
+        "tflops_measured": f.tflops_measured, "device": f.device, "recorded_at": time.time(),
+    })
+
+
 class TuneProposer:
     name = "tune"
 
-    def __init__(self, cache: TuneCache):
+    def __init__(self, cache: TuneCache, overrides: dict[str, list[int]] | None = None):
         self.cache = cache
-
-    def configurations(self, source: str) -> list[dict[str, int]]:
-        """Every configuration from KNOB_CHOICES except the current one, nearest first."""
-        knobs = declaration(source, "KNOBS", {}) or {}
-        choices = declaration(source, "KNOB_CHOICES", {}) or {}
-        names = [k for k in choices if k in knobs]
-        configs = []
-        for values in itertools.islice(itertools.product(*(choices[k] for k in names)), MAX_CONFIGS):
-            config = {**knobs, **dict(zip(names, values))}
-            distance = sum(config[k] != knobs[k] for k in names)
-            if distance:
-                configs.append((distance, config))
-        configs.sort(key=lambda dc: dc[0])
-        return [c for _, c in configs]
+        self.overrides = overrides or {}
 
     def propose(self, context: ProposalContext) -> list[Candidate]:
-        source = context.incumbent_source
-        shape = (declaration(source, "SHAPES") or [None])[0]
-        cached = self.cache.load()
-        known_good, unknown = [], []
-        for config in self.configurations(source):
-            candidate_source = replace_knobs(source, config)
-            if sha256(candidate_source) in context.tried:
-                continue
-            entry = cached.get(TuneCache.key(source, config, shape, context.target))
-            if entry is None:
-                unknown.append((config, candidate_source, None))
-            elif not entry.get("screened_out"):
-                known_good.append((config, candidate_source, entry))
-        known_good.sort(key=lambda item: -_score(item[2]))
-        chosen = (known_good + unknown)[:context.count]
-        return [self._candidate(source, config, text, entry) for config, text, entry in chosen]
-
-    def _candidate(self, incumbent: str, config: dict, text: str, entry: dict | None) -> Candidate:
-        before = declaration(incumbent, "KNOBS", {})
-        changed = {k: v for k, v in config.items() if before.get(k) != v}
-        change = ", ".join(f"{k} {before.get(k)} -> {v}" for k, v in changed.items())
-        why = ("the shared tune cache rates it well from an earlier run" if entry else "not evaluated before")
-        return Candidate(source=text, rationale=f"Knob sweep: {change} ({why}).", title=f"tune {change}",
-                         meta={"knobs": config, "changed": changed, "cache_hit": entry is not None})
+        return knob_candidates(context.incumbent_source, context.count, self.cache, context.target, context.tried,
+                               self.overrides)
 
     def observe(self, candidate: Candidate, outcome: Outcome) -> None:
-        record = outcome.record
-        shape = record.get("shape") or (declaration(candidate.source, "SHAPES") or [None])[0]
-        target = record.get("target")
-        f = figures(record)
-        self.cache.put(TuneCache.key(candidate.source, candidate.meta["knobs"], shape, target), {
-            "status": f.status, "verdict": outcome.verdict, "reason": outcome.reason,
-            "screened_out": outcome.screened_out,
-            "estimated_efficiency": f.efficiency_estimate,
-            "estimated_tflops": (record.get("static") or {}).get("estimated_tflops"), "hot_loop_spills": f.hot_loop_spills,
-            "tflops_measured": f.tflops_measured, "device": f.device, "recorded_at": time.time(),
-        })
+        record_outcome(self.cache, candidate, outcome)
