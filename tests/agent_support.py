@@ -34,8 +34,9 @@ def git(run: Path, *args: str) -> str:
 
 
 def refs(run: Path) -> dict[str, str]:
-    """refname -> commit, for main and every attempt ref."""
-    out = git(run, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads", "refs/attempts")
+    """refname -> commit, for main and every attempt, population and retired ref."""
+    out = git(run, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads", "refs/attempts",
+              "refs/population", "refs/retired")
     return dict(line.split() for line in out.splitlines())
 
 

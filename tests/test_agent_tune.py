@@ -3,10 +3,11 @@ import json
 import re
 
 import pytest
-from agent_support import V00, json_at, nearpeak, need, refs
+from agent_support import V00, file_at, json_at, nearpeak, need, refs
 
+from agent.ledger import Ledger
 from agent.proposers import ProposalContext
-from agent.proposers.tune import TuneCache, TuneProposer
+from agent.proposers.tune import TuneCache, TuneProposer, configurations
 from agent.source import declaration
 
 pytestmark = pytest.mark.slow  # end to end: real compiles, sandboxed evaluations and a git ledger
@@ -60,7 +61,46 @@ def test_tune_runs_share_their_cache(start, tmp_path, capsys):
     assert code == 0, err
     second = runs / "second"
     ref = "refs/attempts/1-1" if "refs/attempts/1-1" in refs(second) else "refs/heads/main"
-    # The second run starts with what the cache rates best among the configurations the first run tried.
-    best = max(cache.values(), key=lambda e: e["estimated_tflops"])
-    assert json_at(second, ref, "step.json")["proposal"]["cache_hit"] is True
-    assert json_at(second, ref, "evaluation.json")["static"]["estimated_tflops"] == best["estimated_tflops"]
+    # Both settings the first run tried lost against v00's own for this kernel: the second run skips them.
+    proposal = json_at(second, ref, "step.json")["proposal"]
+    assert proposal["cache_hit"] is False and proposal["changed"] == {"BLOCK_K": 32, "num_warps": 8}
+    assert len(json.loads((runs / "tune-cache.json").read_text())) == 3
+
+
+def test_the_cache_proposes_known_good_settings_first_and_never_a_rejected_one(start, tmp_path):
+    source = start.read_text()
+    cache = TuneCache(tmp_path / "cache.json")
+    knobs = declaration(source, "KNOBS")
+    shape = declaration(source, "SHAPES")[0]
+    cache.put(TuneCache.key(source, {**knobs, "num_warps": 8}, shape, "gfx950"),
+              {"verdict": "rejected", "screened_out": False, "estimated_efficiency": 0.9})
+    cache.put(TuneCache.key(source, {**knobs, "BLOCK_K": 32, "num_warps": 8}, shape, "gfx950"),
+              {"verdict": "passed", "screened_out": False, "estimated_efficiency": 0.5})
+    changed = [c.meta["changed"] for c in TuneProposer(cache).propose(context(source))]
+    assert changed == [{"BLOCK_K": 32, "num_warps": 8}, {"BLOCK_K": 32}]
+
+
+def test_knob_overrides_replace_the_kernels_choices(start):
+    source = start.read_text()
+    configs = configurations(source, {"BLOCK_K": [16, 32, 64], "BLOCK_M": [128]})
+    assert {(c["BLOCK_K"], c["num_warps"], c["BLOCK_M"]) for c in configs} == {
+        (16, 4, 128), (32, 4, 128), (64, 4, 128), (16, 8, 128), (32, 8, 128), (64, 8, 128)}
+    assert all(c["BLOCK_M"] == 128 for c in configs) and len(configs) == 6  # BLOCK_M moved: every one differs
+
+
+@pytest.mark.slow
+def test_tune_budget_adds_knob_settings_to_every_ladder_candidate(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    code, _, err = nearpeak(capsys, "run", "--target", "gfx950", "--from", need(V00), "--proposer", "ladder",
+                            "--steps", "1", "--tune-budget", "1", "--runs-dir", runs, "--run-id", "budget")
+    assert code == 0, err
+    run = runs / "budget"
+    entries = {e.candidate: e for e in Ledger(run).entries() if e.step == 1}
+    assert sorted(entries) == [1, 2]
+    first, variant = (json_at(run, entries[n].sha, "step.json") for n in (1, 2))
+    assert first["proposer"] == "ladder" and "Variant-Of" not in entries[1].trailers
+    assert variant["proposer"] == "tune" and variant["variant_of"] == 1 and entries[2].trailers["Variant-Of"] == "1"
+    assert variant["parent"] == first["parent"] == Ledger(run).main_line()[0].sha
+    assert variant["proposal"]["changed"] and declaration(file_at(run, entries[2].sha, "kernel.py"), "STAGE") == "v01"
+    cache = json.loads((runs / "tune-cache.json").read_text())
+    assert [e["verdict"] for e in cache.values()] == [variant["verdict"]]
