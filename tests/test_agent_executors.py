@@ -2,7 +2,6 @@
 Ray tasks, both driven by the loop, which alone writes the ledger."""
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
@@ -81,8 +80,7 @@ def test_static_screens_share_the_runs_triton_cache(start, tmp_path):
 def _run_and_read(capsys, start, tmp_path, *extra: str) -> tuple[Ledger, str]:
     runs = tmp_path / "runs"
     code, out, err = nearpeak(capsys, "run", "--target", "gfx950", "--from", start, "--proposer", "tune",
-                              "--steps", "1", "--candidates", "3", "--runs-dir", runs, "--run-id", "r", "--json",
-                              *extra)
+                              "--steps", "1", "--candidates", "3", "--runs-dir", runs, "--run-id", "r", *extra)
     assert code == 0, err
     ledger = Ledger(runs / "r")
     entries = [e for e in ledger.entries() if e.step == 1]
@@ -90,7 +88,7 @@ def _run_and_read(capsys, start, tmp_path, *extra: str) -> tuple[Ledger, str]:
     assert len({e.trailers["Kernel-Sha256"] for e in entries}) == 3   # no candidate lost or evaluated twice
     assert all(e.verdict in ("accepted", "passed", "rejected") for e in entries)
     fsck_clean(ledger.path)
-    assert json.loads(out)["stop_reason"] == "all 1 steps done"
+    assert "stopped: all 1 steps done" in out
     return ledger, err
 
 

@@ -6,6 +6,7 @@ is known in advance; everything else (loop, search, git ledger, history, replay)
 """
 from __future__ import annotations
 
+import io
 import threading
 import time
 from concurrent.futures import Future
@@ -17,6 +18,7 @@ from agent.config import RunConfig
 from agent.evaluation import OBJECTIVES, STATIC
 from agent.ledger import MAIN, Ledger
 from agent.loop import Budget, Optimizer, baseline_commit
+from agent.progress import QUIET, Progress
 from agent.proposers import Candidate
 from agent.search import BEAM, GREEDY, Member, Search, ranked
 
@@ -116,10 +118,10 @@ def beam_run(tmp_path):
     a, b, c, d, e, f, g = (kernel(x) for x in "abcdefg")
     proposer = ScriptedProposer({ROOT: [a, b], a: [d, f], b: [c], c: [e, g]})
     table = {a: 0.40, b: 0.35, c: 0.50, d: 0.38, e: 0.60, f: 0.20, g: 0.10}
-    lines: list[str] = []
     executor = ScriptedExecutor(table)
-    result = Optimizer(ledger, config, proposer, executor, Budget(), lines.append).run()
-    return ledger, result, lines, proposer, executor
+    out = io.StringIO()
+    result = Optimizer(ledger, config, proposer, executor, Budget(), Progress(out, heartbeat=0)).run()
+    return ledger, result, out.getvalue().splitlines(), proposer, executor
 
 
 def labels(ledger: Ledger, shas) -> list[str]:
@@ -162,8 +164,8 @@ def test_beam_run_keeps_the_best_lineage_on_main_and_the_rest_on_population_refs
     assert ledger.refs("refs/population/") == {}  # population {e, c}: both on main's lineage
     step2 = entries["2.2"]
     assert step2.trailers["Parent"] == entries["1.2"].sha
-    parent_rank = [line for line in lines if "candidate 2 " in line and "[step 2/" in line]
-    assert parent_rank and "(parent 1.2)" in parent_rank[0]
+    judged = [line for line in lines if "candidate 2 c (parent" in line and "[step 2/" in line]
+    assert judged and "(parent 1.2): passed" in judged[0]
     assert "accepted 2.2; promoted candidate 2 to main" in "\n".join(lines)
     # every commit's parent is the kernel it was proposed from
     assert entries["2.1"].parent == entries["1.1"].sha and entries["3.1"].parent == entries["2.2"].sha
@@ -173,7 +175,7 @@ def test_beam_run_keeps_the_best_lineage_on_main_and_the_rest_on_population_refs
 
 def test_results_are_committed_in_candidate_order_whatever_order_they_arrive_in(beam_run):
     _, _, lines, _, executor = beam_run
-    committed = [line.split("candidate ")[1].split(" ")[0] for line in lines if "] candidate " in line]
+    committed = [line.split("] candidate ")[1].split(" ")[0] for line in lines if "(parent " in line]
     assert committed == ["1", "2"] * 3
     assert [j.number for j in executor.jobs] == [1, 2] * 3
 
@@ -198,11 +200,11 @@ def test_resume_admits_a_step_whose_admission_a_kill_interrupted(tmp_path):
     ledger, config = make_run(tmp_path, BEAM, beam=2, candidates=2, steps=1, seed=0)
     a, b = kernel("a"), kernel("b")
     optimizer = Optimizer(ledger, config, ScriptedProposer({ROOT: [a, b]}), ScriptedExecutor({a: 0.4, b: 0.35}),
-                          Budget(), lambda line: None)
+                          Budget(), QUIET)
     optimizer._finish_step = lambda step: None  # as if killed right after the step's last candidate
     optimizer.run()
     assert set(ledger.refs("refs/attempts/")) == {"refs/attempts/1-1", "refs/attempts/1-2"}
-    resumed = Optimizer(ledger, config, ScriptedProposer({}), ScriptedExecutor({}), Budget(), lambda line: None)
+    resumed = Optimizer(ledger, config, ScriptedProposer({}), ScriptedExecutor({}), Budget(), QUIET)
     assert resumed.run().steps_run == []
     assert labels(ledger, ledger.first_parent_chain(ledger.resolve(MAIN))) == ["0.0", "1.1"]
     assert ledger.refs("refs/population/") == {"refs/population/1-2": ledger.off_main()[0].sha}
@@ -215,14 +217,14 @@ def test_wall_budget_stops_a_step_and_commits_only_what_was_judged(tmp_path):
 
     class Slow(ScriptedExecutor):
         def submit_static(self, job):
-            return later(0.3 * job.number, record(self.table[job.source]))
+            return later(2.0 * job.number, record(self.table[job.source]))
 
     optimizer = Optimizer(ledger, config, ScriptedProposer({ROOT: [a, b, c]}), Slow({a: 0.4, b: 0.5, c: 0.6}),
-                          Budget(max_wall=0.45), lambda line: None)
+                          Budget(max_wall=2.5), QUIET)
     started = time.monotonic()
     result = optimizer.run()
     assert "wall-clock budget" in result.stop_reason
-    assert time.monotonic() - started < 2.0
+    assert time.monotonic() - started < 5.9  # candidate 3 (due at 6 s) was not waited for
     numbers = sorted(e.candidate for e in ledger.entries() if e.step == 1)
     assert numbers and numbers == list(range(1, len(numbers) + 1)) and len(numbers) < 3
     fsck_clean(ledger.path)
