@@ -90,8 +90,9 @@ REASON_WIDTH = 72
 
 
 def format_table(rows: list[HistoryRow]) -> str:
-    """History rows as a text table; `x parent` and `x start` are the climb's ratios (agent.climb)."""
-    header = ("step", "parent", "verdict", "x parent", "x start", "vs vendor", "TFLOPS (measured)",
+    """History rows as a text table; `x incumbent` (over the parent it was judged against) and `x start` are the
+    climb's ratios (agent.climb)."""
+    header = ("step", "parent", "verdict", "x incumbent", "x start", "vs vendor", "TFLOPS (measured)",
               "eff (static est.)", "regs", "spills", "shared", "reason")
     body = [(f"{r.step}.{r.candidate}", r.parent, r.verdict, r.speedup, r.cumulative, r.vs_vendor,
              r.tflops_measured.split(" (")[0], r.efficiency_estimate, r.registers, r.spills,
