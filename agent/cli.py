@@ -110,6 +110,9 @@ def register(subparsers) -> None:
                      help="also try up to N knob settings of every llm or ladder candidate (default 0)")
     run.add_argument("--knob", action="append", default=[], metavar="NAME=V1,V2,...",
                      help="knob choices to tune over instead of the kernel's KNOB_CHOICES entry (repeatable)")
+    run.add_argument("--no-profile", dest="profile", action="store_false",
+                     help="measured mode: skip the matrix-unit profile (Nsight Compute / rocprofv3) of each candidate; "
+                          "the accept rule does not use it, and it costs seconds per candidate")
     run.add_argument("--executor", choices=EXECUTORS, default=LOCAL,
                      help="where evaluations run: local worker processes or Ray tasks (default local)")
     run.add_argument("--workers", type=_positive_int,
@@ -172,7 +175,8 @@ def _new_run_request(args) -> NewRun:
                   request_timeout=args.request_timeout, retries=args.retries, retry_backoff=args.retry_backoff,
                   max_idle_steps=args.max_idle_steps, ladder_dir=args.ladder_dir, timeout=args.timeout or 600.0,
                   strategy=args.strategy or default_strategy(args.candidates),
-                  beam=args.beam, tune_budget=args.tune_budget, knob_choices=knob_choices(args.knob) or None)
+                  beam=args.beam, tune_budget=args.tune_budget, knob_choices=knob_choices(args.knob) or None,
+                  profile=args.profile)
 
 
 def knob_choices(specs: list[str]) -> dict[str, list[int]]:

@@ -34,6 +34,7 @@ class RunConfig:
     beam: int = 4                  # population size of the beam strategy
     tune_budget: int = 0           # knob settings tried with every candidate of a non-tune proposer
     knob_choices: dict | None = None   # --knob overrides of the kernels' KNOB_CHOICES
+    profile: bool = True           # profile each measured candidate's matrix-unit efficiency (not used to judge)
     created_utc: str = ""
     triton_version: str = ""
     schema: str = RUN_SCHEMA

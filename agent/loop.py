@@ -328,8 +328,8 @@ class Optimizer:
 
     def _job(self, item: Planned) -> Job:
         return Job(number=item.number, source=item.proposal.source, parent_source=item.parent.source,
-                   target=self.config.target, seed=self.config.seed, min_gain=self.config.min_gain,
-                   max_spills=self.config.max_spills, timeout_s=self.config.candidate_timeout)
+                   target=self.config.target, min_gain=self.config.min_gain, max_spills=self.config.max_spills,
+                   timeout_s=self.config.candidate_timeout, profile=self.config.profile)
 
     def _evaluate(self, step: int, planned: list[Planned]) -> str | None:
         """Evaluate the planned candidates on the executor and commit each, in order, as soon as it can be."""

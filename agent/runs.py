@@ -66,6 +66,7 @@ class NewRun:
     beam: int = 4
     tune_budget: int = 0
     knob_choices: dict | None = None
+    profile: bool = True
 
 
 @dataclass(frozen=True)
@@ -150,7 +151,7 @@ def create_run(request: NewRun, say: Progress) -> tuple[Ledger, RunConfig]:
         mode=mode, objective=OBJECTIVES[mode], model=model, base_url=request.base_url,
         request_timeout=request.request_timeout, retries=request.retries, retry_backoff=request.retry_backoff,
         max_idle_steps=request.max_idle_steps, strategy=request.strategy, beam=request.beam,
-        tune_budget=request.tune_budget, knob_choices=request.knob_choices,
+        tune_budget=request.tune_budget, knob_choices=request.knob_choices, profile=request.profile,
         ladder_dir=request.ladder_dir, max_tokens=request.max_tokens,
         max_wall=request.max_wall, candidate_timeout=request.timeout,
         created_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"),

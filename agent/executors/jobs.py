@@ -29,10 +29,10 @@ class Job:
     source: str
     parent_source: str
     target: str
-    seed: int
     min_gain: float
     max_spills: int
     timeout_s: float = 600.0  # per phase (static; runtime; comparison): past it the sandbox is killed
+    profile: bool = True     # also profile the matrix-unit efficiency of a measured candidate
 
 
 @dataclass(frozen=True)
@@ -64,8 +64,7 @@ def static_job(job: Job) -> dict:
     try:
         path = _write(scratch, "candidate", job.source)
         started = time.monotonic()
-        record = api.evaluate(str(path), target=job.target, run=False, seed=job.seed, isolate=True,
-                              timeout_s=job.timeout_s)
+        record = api.evaluate(str(path), target=job.target, run=False, timeout_s=job.timeout_s)
         record["job_seconds"] = round(time.monotonic() - started, 3)
         return record
     finally:
@@ -74,19 +73,20 @@ def static_job(job: Job) -> dict:
 
 def measured_job(job: Job, static_record: dict) -> MeasuredResult:
     """Runtime stage (correctness and timing) of a candidate that passed its static screen, then the
-    interleaved A/B comparison against its parent when it is correct."""
+    interleaved A/B comparison against its parent when it is correct. Each draws its own inputs (no seed), as
+    every evaluation does."""
     scratch = Path(tempfile.mkdtemp(prefix=f"nearpeak-job{job.number}-"))
     try:
         path = _write(scratch, "candidate", job.source)
         started = time.monotonic()
-        record = evaluate_runtime_isolated(path, static_record, run=True, seed=job.seed, timeout_s=job.timeout_s)
+        record = evaluate_runtime_isolated(path, static_record, run=True, profile=job.profile,
+                                           timeout_s=job.timeout_s)
         seconds = {"runtime": round(time.monotonic() - started, 3)}
         if screen(record, job.max_spills) is not None or (record.get("runtime") or {}).get("correct") is not True:
             return MeasuredResult(record, None, seconds)
         parent = _write(scratch, "parent", job.parent_source)
         started = time.monotonic()
-        comparison = api.compare(path, parent, target=job.target, min_gain=job.min_gain, seed=job.seed,
-                                 timeout_s=job.timeout_s)
+        comparison = api.compare(path, parent, target=job.target, min_gain=job.min_gain, timeout_s=job.timeout_s)
         seconds["compare"] = round(time.monotonic() - started, 3)
         return MeasuredResult(record, comparison, seconds)
     finally:
