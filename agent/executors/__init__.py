@@ -1,6 +1,6 @@
 """Executors: where the loop's evaluations run. The loop (the driver) only submits jobs and commits results.
 
-An executor takes self-contained jobs (`jobs.Job`: the candidate's and its parent's source, target, seed) and
+An executor takes self-contained jobs (`jobs.Job`: the candidate's and its parent's source, target, limits) and
 returns `concurrent.futures.Future`s, so the driver can keep many evaluations in flight and still commit them
 in candidate order. Two phases per candidate:
 
