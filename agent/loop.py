@@ -349,6 +349,8 @@ class Optimizer:
                 dropped.add(item.number)
             else:
                 in_flight[self.executor.submit_static(self._job(item))] = (item, "static")
+                self.progress(f"[step {step}/{self.config.steps}] candidate {item.number} {item.proposal.title}: "
+                              f"evaluating ...")
         def commit_ready() -> None:
             nonlocal committed, stop
             while committed < len(order) and (order[committed] in results or order[committed] in dropped):
@@ -435,8 +437,8 @@ class Optimizer:
                 self.proposer.observe(proposal, outcome)
             elif self.tune_cache is not None:
                 record_outcome(self.tune_cache, proposal, outcome)
-        self.progress(f"{tag} {proposal.title} (parent {item.parent.member.label}): {verdict} - "
-                      f"{result.judgement.reason} [{headline(result.record)}; {elapsed:.1f} s]")
+        self.progress(f"{tag} {proposal.title}: {verdict} - {result.judgement.reason} [{headline(result.record)}; "
+                      f"{elapsed:.1f} s; parent {item.parent.member.label}]")
 
     def _find_source(self, source: str) -> Entry | None:
         digest = sha256(source)

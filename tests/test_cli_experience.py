@@ -12,6 +12,7 @@ from conftest import gpu_target_present
 from loop_support import FakeEvaluator, ScriptedProposer, make_run
 
 from agent.evaluation import MEASURED, Evaluator, resources_misfit, screen
+from agent.executors.inline import InlineExecutor
 from agent.progress import Progress
 from evaluator.errors import EXIT_NO_DEVICE
 
@@ -131,6 +132,7 @@ def resumable(tmp_path, monkeypatch, evaluator):
     proposer = ScriptedProposer(["SPEEDUP = 1.3\nINTERRUPT = True\n"], ["SPEEDUP = 1.5\n"])
     monkeypatch.setattr(agent.cli, "make_proposer", lambda *args: proposer)
     monkeypatch.setattr(agent.cli, "Evaluator", lambda *args: evaluator)
+    monkeypatch.setattr(agent.cli, "make_executor", lambda *args, **kwargs: InlineExecutor(evaluator))
     return ledger.path
 
 
@@ -147,7 +149,7 @@ def test_the_stop_reason_is_said_once_and_progress_has_timings(tmp_path, capsys,
     assert code == 0, err
     assert (out + err).count("all 2 steps done") == 1
     assert re.search(r"^\[ *\d+\.\d s\] \[step 2/2\] candidate 1 idea 1: evaluating \.\.\.$", err, re.MULTILINE)
-    assert "[step 1/2] candidate 1 idea 1: accepted" in err
+    assert "[step 1/2] candidate 1 idea 1: passed" in err and "[step 1/2] accepted 1.1; promoted candidate 1" in err
 
 
 def test_replay_verify_reports_each_step_as_it_goes(tmp_path, capsys, monkeypatch):

@@ -32,8 +32,8 @@ def test_static_mode_accepts_a_better_estimate_and_keeps_a_worse_one_as_an_attem
     assert rejected["verdict"] == "rejected" and not rejected["screened_out"]
     assert rejected["reason"].startswith("estimated 400.0 TFLOP/s not above incumbent 500.0")
     assert "static estimate" in rejected["reason"]
-    assert "candidate 1 idea 1 (parent 0.0): passed" in log and "promoted candidate 1 to main" in log
-    assert "candidate 1 idea 1 (parent 1.1): rejected" in log
+    assert "candidate 1 idea 1: passed" in log and "promoted candidate 1 to main" in log
+    assert "candidate 1 idea 1: rejected" in log and "; parent 1.1]" in log
 
 
 def test_the_best_of_several_passing_candidates_is_promoted(tmp_path):
