@@ -120,7 +120,8 @@ def climb(ledger: Ledger) -> Climb:
     runtimes = [record.get("runtime") or {} for _, _, record in commits]
     # The climb's shape is the one its comparisons timed; a runtime record timed elsewhere says nothing of it.
     shape = next((tuple(c["shape"]) for c in comparisons if c.get("shape")), None) or \
-        next((tuple(r["shape"]) for r in runtimes if r.get("shape")), None)
+        next((tuple(r["shape"]) for r in runtimes if r.get("shape")), None) or \
+        next((tuple(record["shape"]) for _, _, record in commits if record.get("shape")), None)
     device = next((x["device"] for x in comparisons + runtimes if x.get("device")), None)
     vendor = next(((c.get("vs_vendor") or {}).get("vendor") for c in comparisons
                    if (c.get("vs_vendor") or {}).get("vendor")), None) or \

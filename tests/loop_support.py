@@ -41,6 +41,7 @@ class FakeEvaluator:
             raise RuntimeError("the evaluator itself broke")
         status = f.get("STATUS", "ok")
         record = {"status": status, "target": "gfx950", "triton_version": "3.6.0", "file": str(path),
+                  "shape": [1024, 1024, 512],
                   "message": f.get("MESSAGE")}
         if status == "ok":
             eff = f.get("EFF")  # the static objective follows it: estimated TFLOP/s = 1000 x EFF

@@ -109,7 +109,7 @@ def test_static_climb_is_labelled_a_static_estimate_everywhere(static_run):
     assert all(p.vs_vendor is None for p in c.points) and "static estimate" in c.figure
     assert "1.500 est." in format_table(history(static_run))
     figure = climb_figure(c)
-    assert "static estimate" in figure.axes[0].get_title()
+    assert "static estimate" in figure.axes[0].get_title() and "1024x1024x512" in figure.axes[0].get_title()
     assert "static estimate" in figure.axes[0].get_ylabel()
 
 
