@@ -75,6 +75,7 @@ class ClimbPoint:
     cumulative: Ratio | None     # over the starting kernel: the incumbent's cumulative times `speedup`
     vs_vendor: Ratio | None      # vendor time / this kernel's time (measured mode only)
     vendor_source: str = ""
+    timed_shape: tuple[int, ...] | None = None   # the shape its own runtime record timed (its TFLOP/s figure)
 
 
 @dataclass(frozen=True)
@@ -145,7 +146,8 @@ def climb(ledger: Ledger) -> Climb:
         vs_vendor, source = _vs_vendor(comparison, runtime, shape) if measured else (None, "")
         points.append(ClimbPoint(step=entry.step, candidate=entry.candidate, verdict=entry.verdict,
                                  on_main=entry.ref == MAIN, commit=entry.sha, title=_title(entry, step),
-                                 speedup=speedup, cumulative=total, vs_vendor=vs_vendor, vendor_source=source))
+                                 speedup=speedup, cumulative=total, vs_vendor=vs_vendor, vendor_source=source,
+                                 timed_shape=tuple(runtime["shape"]) if runtime.get("shape") else None))
     return Climb(run_id=config.run_id, target=config.target, mode=config.mode, shape=shape,
                  device=device or "no GPU (compile-only)", date=config.created_utc[:10], vendor=vendor,
                  points=tuple(points))

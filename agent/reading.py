@@ -10,7 +10,7 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .climb import Climb, Ratio, climb
+from .climb import Climb, ClimbPoint, Ratio, climb
 from .config import RunConfig
 from .evaluation import Evaluator
 from .figures import STATIC_KEYS
@@ -58,7 +58,7 @@ def history(ledger: Ledger) -> list[HistoryRow]:
         rows.append(HistoryRow(step=e.step, candidate=e.candidate, verdict=e.verdict, ref=e.ref, commit=e.sha,
                                parent=labels.get(e.parent, e.parent[:12]) if e.parent else "",
                                summary=e.summary, reason=t.get("Reason", ""), proposer=t.get("Proposer", ""),
-                               tflops_measured=t.get("TFLOPS-Measured", "n/a"),
+                               tflops_measured=_tflops(t.get("TFLOPS-Measured", "n/a"), point, run),
                                efficiency_estimate=t.get("Efficiency-Estimate", "n/a"),
                                registers=t.get("Registers", "n/a"), spills=t.get("Spills", "n/a"),
                                shared=t.get("Shared", "n/a"), tokens=t.get("Tokens", ""),
@@ -66,6 +66,13 @@ def history(ledger: Ledger) -> list[HistoryRow]:
                                cumulative=_ratio(point.cumulative if point else None, run),
                                vs_vendor=_ratio(point.vs_vendor if point else None, run)))
     return rows
+
+
+def _tflops(text: str, point: ClimbPoint | None, run: Climb) -> str:
+    """The trailer's measured TFLOP/s, naming its shape when that is not the shape the climb compared."""
+    if point is None or point.timed_shape is None or point.timed_shape == run.shape:
+        return text
+    return text.split(" (")[0] + " @" + "x".join(str(n) for n in point.timed_shape)
 
 
 def _ratio(ratio: Ratio | None, run: Climb) -> str:

@@ -133,7 +133,7 @@ def html_report(ledger: Ledger) -> str:
              "<table class=\"summary\">",
              _pair("target, shape, device, date", describe(c)),
              _pair("proposer", config.proposer),
-             _pair("mode", f"{config.mode}: {config.objective}"),
+             _pair("accept rule", config.objective),
              _pair("accepted steps", str(len(c.accepted) - 1)),
              _pair("speedup over the starting kernel" if c.measured else "estimated TFLOP/s over the start",
                    (final.cumulative.text() if final.cumulative else "n/a")

@@ -194,7 +194,7 @@ def test_report_and_plot_of_the_h200_ledger(h200_run, capsys, tmp_path):
     assert html.escape(RUNTIME_RECORD) in text  # this ledger predates vs_vendor in comparisons, and says where it comes from
 
 
-def test_vendor_figures_timed_at_another_shape_are_left_out(tmp_path):
+def test_figures_timed_at_another_shape_are_left_out_or_named(tmp_path):
     # The v10 run compared at 256x8192x8192; its starting kernel's runtime record timed 4096^3.
     with tarfile.open(V10_LEDGER) as archive:
         archive.extractall(tmp_path, filter="data")
@@ -203,6 +203,8 @@ def test_vendor_figures_timed_at_another_shape_are_left_out(tmp_path):
     start, step1 = c.accepted
     assert start.vs_vendor is None and step1.vs_vendor is not None
     assert step1.cumulative.value == pytest.approx(3.057, abs=1e-3)
+    baseline = format_table(history(Ledger(tmp_path / "h200-v10"))).splitlines()[1]
+    assert "678.6 @4096x4096x4096" in baseline  # a TFLOP/s figure of another shape says so
 
 
 @pytest.mark.parametrize("argv, message", [
