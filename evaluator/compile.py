@@ -22,6 +22,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from .dtypes import torch_dtype
@@ -131,6 +132,39 @@ def _driver_class():
     return CompileOnlyDriver
 
 
+def torch_capability(target: Target) -> tuple[int, int]:
+    """What `torch.cuda.get_device_capability()` reports on a GPU of `target`: CUDA's compute capability
+    (arch 90 -> (9, 0)); on ROCm the gfx name's version (gfx950 -> (9, 5), gfx90a -> (9, 0), gfx1100 -> (11, 0))."""
+    if isinstance(target.arch, int):
+        return divmod(target.arch, 10)
+    digits = str(target.arch).removeprefix("gfx")
+    return int(digits[:-2]), int(digits[-2], 16)
+
+
+@contextlib.contextmanager
+def _torch_device_answers(target: Target) -> Iterator[None]:
+    """`torch.cuda`'s questions about the GPU (capability, name, properties) answered for `target`: host code
+    such as Triton's tutorials picks its path by them, on a machine that may have no GPU at all."""
+    import torch
+
+    major, minor = torch_capability(target)
+    name = target.devices[0] if target.devices else target.name
+    properties = SimpleNamespace(name=name, major=major, minor=minor, multi_processor_count=target.compute_units,
+                                 warp_size=target.warp_size, shared_memory_per_block=target.shared_bytes_per_block,
+                                 L2_cache_size=target.last_level_cache_bytes, gcnArchName=str(target.arch))
+    answers = {"get_device_capability": lambda device=None: (major, minor),
+               "get_device_name": lambda device=None: name,
+               "get_device_properties": lambda device=None: properties}
+    saved = {attr: getattr(torch.cuda, attr) for attr in answers}
+    for attr, answer in answers.items():
+        setattr(torch.cuda, attr, answer)
+    try:
+        yield
+    finally:
+        for attr, original in saved.items():
+            setattr(torch.cuda, attr, original)
+
+
 def _grid3(grid, bound_args) -> tuple[int, int, int]:
     if callable(grid):
         grid = grid(bound_args)
@@ -191,7 +225,8 @@ class CompileSession:
 @contextlib.contextmanager
 def compile_only(target: Target) -> Iterator[CompileSession]:
     """Within this block the active Triton driver is a compile-only one for `target`: module-level driver
-    queries work, and every kernel launch compiles and is recorded by the yielded session."""
+    queries work, `torch.cuda`'s capability, name and properties describe `target`, and every kernel launch
+    compiles and is recorded by the yielded session."""
     from triton.runtime import driver as runtime_driver
     from triton.runtime.autotuner import Autotuner
     from triton.runtime.jit import JITFunction
@@ -220,7 +255,7 @@ def compile_only(target: Target) -> Iterator[CompileSession]:
         finally:
             self.nargs = None
 
-    with _LOCK:
+    with _LOCK, _torch_device_answers(target):
         previous = runtime_driver._active  # None until a real driver was ever asked for
         runtime_driver.set_active(_driver_class()(target))
         JITFunction.run, Autotuner.run = recording_run, one_config_run

@@ -313,12 +313,20 @@ def test_float_and_bool_arguments_reach_the_kernel_signature():
     assert True in kernel.constants.values() and not launch.configs
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="torch answers the capability query where CUDA is built in")
+def test_torch_capability_queries_are_answered_for_the_target():
+    for target in ("sm90", "gfx950"):
+        out = foreign("foreign_cuda_query.py", "scale", "--target", target, "--arg", "x=1024:fp32", "--json")
+        (record,) = records_of(out)
+        assert out.returncode == 0, out.stderr
+        assert record["static"]["grid"] == [4, 1, 1]  # capability >= (9, 0): the 256-wide block
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="torch.cuda.synchronize() works where CUDA is built in")
 def test_assert_raised_inside_a_library_is_an_entry_error_not_a_contract_error():
-    out = foreign("foreign_cuda_query.py", "scale", "--target", "sm90", "--arg", "x=1024:fp32", "--json")
+    out = foreign("foreign_cuda_query.py", "scale_and_wait", "--target", "sm90", "--arg", "x=1024:fp32", "--json")
     (record,) = records_of(out)
     assert record["status"] == "entry_error" and "AssertionError" in record["message"]
-    assert record["line"] == line_of(TEST_KERNELS / "foreign_cuda_query.py", "torch.cuda.get_device_capability()")
+    assert record["line"] == line_of(TEST_KERNELS / "foreign_cuda_query.py", "torch.cuda.synchronize()")
 
 
 def test_pass_diagnostic_of_the_candidate_is_found_in_stderr(tmp_path):
