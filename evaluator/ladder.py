@@ -58,7 +58,7 @@ def ladder_records(target: str, run: bool = False, jobs: int = 1, progress=None)
             "stage": stage, "file": str(f.relative_to(KERNELS_DIR.parent)), "technique": read_constant(f, "TECHNIQUE"),
             "status": record["status"], "message": record.get("message"),
             **{k: v for k, v in st.items() if k not in ("hot_loop", "kernels", "estimate", "model", "throughput")},
-            "matrix_per_k_iteration": (st.get("hot_loop") or {}).get(tgt.toolchain.loop_matrix_key),
+            "matrix_per_k_iteration": _matrix_per_iteration(st.get("hot_loop"), tgt.toolchain.loop_matrix_keys),
             "estimated_efficiency": st.get("estimated_efficiency"),
             "estimate_kind": "static_estimate",
             "published_tflops": pub.get("tflops"), "published_mfma_efficiency": pub.get("mfma_efficiency"),
@@ -89,6 +89,11 @@ def correlations(target: str, rows: list[dict]) -> list[dict]:
                 correlation(rows, stages, "estimated_tflops", "published_tflops")]
     out.append(correlation(rows, None, "estimated_tflops", "measured_tflops"))
     return [c for c in out if c["n"]]
+
+
+def _matrix_per_iteration(hot_loop: dict | None, keys: tuple[str, ...]) -> int | None:
+    """Matrix instructions per hot-loop iteration, over every matrix class of the target's ISA."""
+    return sum(hot_loop.get(k, 0) for k in keys) if hot_loop else None
 
 
 def _fixed(value, digits: int) -> str | None:

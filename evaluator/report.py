@@ -53,10 +53,15 @@ def format_record(record: dict) -> str:
         lines += ["", f"  hot loop ({loop['instructions']} instructions, header {loop['header']}):"]
         lines += [f"    {k:<20} {v}" for k, v in mix.items() if k != "instructions"]
         lines.append(f"  {'hot_loop_spills':<22} {st.get('hot_loop_spills')}")
-        est = st.get("estimate") or {}
-        lines.append(f"  {'efficiency':<22} {pct(st.get('estimated_efficiency'))} "
-                     f"(STATIC ESTIMATE: {est.get('matrix_cycles_per_iteration')} matrix cycles over "
-                     f"{est.get('estimated_iteration_cycles')} estimated cycles per iteration, bound: {est.get('bound')})")
+        est = st.get("estimate")
+        if est:
+            lines.append(f"  {'efficiency':<22} {pct(st.get('estimated_efficiency'))} "
+                         f"(STATIC ESTIMATE: {est.get('matrix_cycles_per_iteration')} matrix cycles over "
+                         f"{est.get('estimated_iteration_cycles')} estimated cycles per iteration, bound: "
+                         f"{est.get('bound')})")
+        else:
+            lines.append(f"  {'efficiency':<22} not estimated: the static model does not cost this loop's matrix "
+                         "instructions")
         tp = st.get("throughput")
         if tp:
             limits = ", ".join(((st.get("model") or {}).get("residency") or {}).get("limited_by") or [])

@@ -59,6 +59,6 @@ def test_pipelined_hot_loop_uses_buffer_loads_lds_and_no_masks(static_eval):
 
 
 def test_ladder_table_labels_the_target_unverified_on_hardware(ladder):
-    text = render("gfx942", list(ladder.values()), None)
+    text = render("gfx942", list(ladder.values()), [])
     assert "v01" in text and "MFMA/iter" in text
     assert "gfx942: nearpeak's runtime path has not yet run on hardware" in text

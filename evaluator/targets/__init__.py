@@ -15,6 +15,7 @@ __all__ = ["DEFAULT_TARGET", "Ladder", "Target", "Toolchain", "UnknownTargetErro
 _FOLDERS = (
     "gfx942",
     "gfx950",
+    "sm100",
     "sm90",
 )
 

@@ -29,7 +29,7 @@ class Toolchain(Protocol):
     static_fields: tuple[str, ...]             # the static-record fields only this family reports
     artifact_parts: tuple[str, ...]            # compiler outputs `nearpeak eval --dump` writes, in order
     report_fields: tuple[ReportField, ...]     # what `format_record` shows of the static record
-    loop_matrix_key: str                       # hot-loop mix key counting matrix instructions
+    loop_matrix_keys: tuple[str, ...]          # hot-loop mix keys counting matrix instructions
     ladder_columns: tuple[tuple[str, Callable[[dict], Any]], ...]   # target-specific ladder-table columns
 
     def analyze_kernel(self, kernel: CompiledKernel, target: Target) -> StaticRecord:

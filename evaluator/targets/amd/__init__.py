@@ -29,7 +29,7 @@ class AmdToolchain:
     device_files = "/dev/kfd"  # the ROCm kernel driver's device file: present only where a GPU of the family is
     isa = "amdgcn"
     artifact_parts = ("ttgir", "llir", "amdgcn")
-    loop_matrix_key = "mfma"
+    loop_matrix_keys = ("mfma",)
     report_fields = (
         ("kernel", "kernel", ""), ("grid", "grid", ""), ("arch_vgprs", "arch VGPRs", ""), ("agprs", "AGPRs", ""),
         ("total_vgprs", "total VGPRs", ""), ("sgprs", "SGPRs", ""), ("vgpr_spill_count", "VGPR spills", ""),

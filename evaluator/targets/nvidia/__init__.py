@@ -1,4 +1,5 @@
-"""The NVIDIA toolchain (sm90): ptxas resource report, SASS parsing, the warp/warpgroup issue model, Nsight Compute."""
+"""The NVIDIA toolchain (sm90, sm100): ptxas resource report, SASS parsing, the warp/warpgroup issue model, Nsight
+Compute. Blackwell's tcgen05 MMAs are counted and located but not costed by the model."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -25,20 +26,21 @@ class NvidiaToolchain:
     device_files = "/dev/nvidia*"  # the NVIDIA driver's device files: present only where a GPU of the family is
     isa = "sass"
     artifact_parts = ("ttgir", "llir", "ptx", "sass")
-    loop_matrix_key = "wgmma"
+    loop_matrix_keys = ("wgmma", "mma_sync", "tcgen05")
     report_fields = (
         ("kernel", "kernel", ""), ("grid", "grid", ""), ("registers", "registers/thread", ""),
         ("spill_store_bytes", "spill stores", "B"), ("spill_load_bytes", "spill loads", "B"),
         ("stack_frame_bytes", "stack frame", "B"), ("shared_bytes", "shared memory", "B"),
         ("occupancy_blocks_per_sm", "occupancy", "blocks/SM"), ("wgmma_count", "wgmma (HGMMA)", ""),
-        ("hmma_count", "mma.sync (HMMA)", ""), ("tma_load_count", "TMA loads (UTMALDG)", ""),
+        ("hmma_count", "mma.sync (HMMA)", ""), ("tcgen05_count", "tcgen05 (UTC*MMA)", ""),
+        ("tma_load_count", "TMA loads (UTMALDG)", ""),
         ("tma_store_count", "TMA stores (UTMASTG)", ""), ("cp_async_count", "cp.async (LDGSTS)", ""),
         ("matrix_shape", "matrix shape", ""),
     )
     ladder_columns = (
         ("regs", lambda r: r.get("registers")), ("spill B", lambda r: r.get("spills")),
         ("loop spills", lambda r: r.get("hot_loop_spills")), ("smem KiB", lambda r: _kib(r.get("shared_bytes"))),
-        ("wgmma/iter", lambda r: r.get("matrix_per_k_iteration")),
+        ("MMA/iter", lambda r: r.get("matrix_per_k_iteration")),
     )
 
     def analyze_kernel(self, kernel: CompiledKernel, target: Target) -> StaticRecord:

@@ -19,6 +19,7 @@ from ...isa.common import Instruction, Loop
 _LABEL = re.compile(r"^(\.L_x_\d+):")
 _INSTR = re.compile(r"^\s+/\*[0-9a-f]+\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Za-z0-9_.]*)\s*(.*?)\s*;")
 _TARGET = re.compile(r"`\((\.L_x_\d+)\)")
+_OPERAND_PREDICATE = re.compile(r"^!?(U?P\w+)\s*,")
 _HGMMA_SHAPE = re.compile(r"[HQ]GMMA\.(\d+)x(\d+)x(\d+)")
 
 
@@ -37,13 +38,19 @@ def _tool(name: str) -> str:
     return getattr(knobs.nvidia, name).path
 
 
+def _ptxas_for(arch: str) -> str:
+    """Triton ships a newer ptxas for Blackwell (sm_100 and up); the Hopper one cannot read that PTX."""
+    major = int(re.match(r"sm_(\d+)", arch).group(1))
+    return _tool("ptxas_blackwell" if major >= 100 else "ptxas")
+
+
 @functools.lru_cache(maxsize=64)  # a kernel is analysed again for each model variant (fits, ladders)
 def ptxas_resource_usage(ptx: str, arch: str) -> ResourceUsage:
     """ptxas -v's register, stack and spill report for `ptx` compiled for `arch` ("sm_90a")."""
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp, "k.ptx")
         src.write_text(ptx)
-        result = subprocess.run([_tool("ptxas"), "-v", "--gpu-name", arch, str(src), "-o", str(Path(tmp, "k.o"))],
+        result = subprocess.run([_ptxas_for(arch), "-v", "--gpu-name", arch, str(src), "-o", str(Path(tmp, "k.o"))],
                                 capture_output=True, text=True, timeout=300, check=False)
     return parse_ptxas_report(result.stdout + result.stderr)
 
@@ -101,7 +108,11 @@ class BranchRules:
         return ins.mnemonic.startswith(("BRA", "BRX", "JMP", "JMX", "EXIT", "RET", "BPT.TRAP"))
 
     def falls_through(self, ins: Instruction) -> bool:
-        return bool(ins.guard) and ins.guard != "@!PT"
+        if ins.guard:
+            return ins.guard != "@!PT"
+        # A uniform branch can carry its condition as the first operand: `BRA.U !UP0, `(.L_x_13)`.
+        condition = _OPERAND_PREDICATE.match(ins.operands)
+        return bool(condition) and condition.group(1) not in ("PT", "UPT")
 
 
 def is_spin(ins: Instruction) -> bool:
@@ -120,8 +131,13 @@ def find_loops(text: str) -> list[Loop]:
     return [Loop(lp.header, lp.depth, flow.loop_instructions(lp)) for lp in flow.loops]
 
 
+def is_tcgen05(m: str) -> bool:
+    """A Blackwell tcgen05 MMA (UTCHMMA, UTCQMMA, ...): issued by one thread, accumulating in tensor memory."""
+    return m.startswith("UTC") and m.split(".")[0].endswith("MMA")
+
+
 def is_matrix(m: str) -> bool:
-    return m.startswith(("HGMMA", "HMMA", "IMMA", "QGMMA"))
+    return m.startswith(("HGMMA", "HMMA", "IMMA", "QGMMA")) or is_tcgen05(m)
 
 
 def is_spill(m: str) -> bool:
@@ -144,6 +160,8 @@ def classify(ins: Instruction) -> str:
         return "wgmma"
     if m.startswith(("HMMA", "IMMA")):
         return "mma_sync"
+    if is_tcgen05(m):
+        return "tcgen05"
     if m.startswith("UTMALDG"):
         return "tma_load"
     if m.startswith("UTMASTG"):
@@ -171,7 +189,7 @@ def classify(ins: Instruction) -> str:
 
 # What a compressed view of the hot loop keeps in order (evaluator.isa.loop_view): the schedule of matrix
 # instructions, synchronisation (barriers, mbarrier waits, wgmma fences) and shared-memory / TMA traffic.
-VIEW_CLASSES = frozenset({"wgmma", "mma_sync", "sync", "shared_load", "shared_store", "tma_load", "tma_store",
+VIEW_CLASSES = frozenset({"wgmma", "mma_sync", "tcgen05", "sync", "shared_load", "shared_store", "tma_load", "tma_store",
                           "cp_async"})
 
 
@@ -181,6 +199,6 @@ def in_loop_view(ins: Instruction) -> bool:
 
 def instruction_mix(instructions: list[Instruction]) -> dict:
     classes = Counter(classify(i) for i in instructions)
-    keys = ("wgmma", "mma_sync", "tma_load", "tma_store", "cp_async", "global_load", "global_store",
+    keys = ("wgmma", "mma_sync", "tcgen05", "tma_load", "tma_store", "cp_async", "global_load", "global_store",
             "shared_load", "shared_store", "sync", "branch", "uniform", "alu", "spill_store", "spill_load")
     return {"instructions": len(instructions), **{k: classes[k] for k in keys}}

@@ -20,8 +20,8 @@ if TYPE_CHECKING:
 
 EXCERPT_LINES = 60
 STATIC_FIELDS = ("spill_store_bytes", "spill_load_bytes", "stack_frame_bytes", "wgmma_count", "hmma_count",
-                 "tma_load_count", "tma_store_count", "cp_async_count", "matrix_shape", "occupancy_blocks_per_sm",
-                 "occupancy_warps_per_sm")  # docs/eval-schema.md
+                 "tcgen05_count", "tma_load_count", "tma_store_count", "cp_async_count", "matrix_shape",
+                 "occupancy_blocks_per_sm", "occupancy_warps_per_sm")  # docs/eval-schema.md
 MAX_WARPS_PER_SM = 64
 NO_LIMIT_BLOCKS = 32     # Hopper's resident-block limit per SM: what a kernel using no registers/smem gets
 
@@ -82,7 +82,7 @@ def analyze_kernel(kernel: CompiledKernel, target: Target, costs: NvCosts) -> St
     details = {
         "spill_store_bytes": res.spill_store_bytes, "spill_load_bytes": res.spill_load_bytes,
         "stack_frame_bytes": res.stack_frame_bytes,
-        "wgmma_count": mix_all["wgmma"], "hmma_count": mix_all["mma_sync"],
+        "wgmma_count": mix_all["wgmma"], "hmma_count": mix_all["mma_sync"], "tcgen05_count": mix_all["tcgen05"],
         "tma_load_count": mix_all["tma_load"], "tma_store_count": mix_all["tma_store"],
         "cp_async_count": mix_all["cp_async"],
         "matrix_shape": sorted({i.mnemonic for i in instructions if sass.is_matrix(i.mnemonic)}),
@@ -91,7 +91,7 @@ def analyze_kernel(kernel: CompiledKernel, target: Target, costs: NvCosts) -> St
     record = StaticRecord(
         kernel=kernel.name, grid=list(kernel.grid), num_warps=kernel.num_warps, registers=res.registers,
         spills=res.spill_store_bytes + res.spill_load_bytes, shared_bytes=kernel.shared_bytes, occupancy=blocks,
-        matrix_instructions=mix_all["wgmma"] + mix_all["mma_sync"],
+        matrix_instructions=mix_all["wgmma"] + mix_all["mma_sync"] + mix_all["tcgen05"],
         hot_loop=None, hot_loop_spills=0, estimated_efficiency=None, estimate=None, details=details)
     flow = sass.control_flow(text)
     loop = flow.innermost_carrying(sass.is_matrix)
@@ -99,15 +99,20 @@ def analyze_kernel(kernel: CompiledKernel, target: Target, costs: NvCosts) -> St
         return record
     body = flow.loop_instructions(loop)
     mix = sass.instruction_mix(body)
+    hot = {**mix, "header": loop.header, "depth": loop.depth,
+           "excerpt": Loop(loop.header, loop.depth, body).excerpt(EXCERPT_LINES),
+           "view": loop_view(body, sass.in_loop_view)}
+    if mix["tcgen05"]:
+        # A tcgen05 MMA's shape is in its instruction descriptor, not in the SASS text: the model cannot cost
+        # it, so it gives no estimate rather than a wrong one.
+        return replace(record, hot_loop=hot, hot_loop_spills=mix["spill_store"] + mix["spill_load"])
     first = body[0].line if body else 0
     prologue_tma = sum(1 for i in instructions if i.line < first and i.mnemonic.startswith("UTMALDG"))
     estimate = estimate_sass(body, target.matrix_cycles, prologue_tma, costs,
                              producer_lead=max(1, work.ring_depth - 1) if work.warp_specialized else 0)
     return replace(
         record,
-        hot_loop={**mix, "header": loop.header, "depth": loop.depth,
-                  "excerpt": Loop(loop.header, loop.depth, body).excerpt(EXCERPT_LINES),
-                  "view": loop_view(body, sass.in_loop_view)},
+        hot_loop=hot,
         hot_loop_spills=mix["spill_store"] + mix["spill_load"],
         estimated_efficiency=round(estimate.estimated_efficiency, 4),
         estimate=estimate.to_dict(),

@@ -1,0 +1,70 @@
+"""v00 (sm100) - register-operand MMA (mma_v2) with plain global loads, compiled for Blackwell.
+
+The sm90 ladder's v00 unchanged but for its TARGET: the textbook blocked GEMM, each program one BLOCK_M x
+BLOCK_N tile of C, ordinary global loads converted (through shared memory, `ldmatrix`) into the register
+layouts the warp-level `mma.sync` wants. Blackwell still executes mma.sync, but its doubled tensor rate is
+quoted for tcgen05 (v01); this stage is the baseline that shows what the legacy path costs.
+
+What to look for in SASS: `HMMA.16816.F32.BF16` in the loop, `LDG.E.128` loads, `STS`/`LDSM` for the layout
+conversion and `BAR.SYNC` around it, as on sm90.
+
+Compile-only (nearpeak has not run on a Blackwell GPU): the figures nearpeak shows for it are static.
+"""
+import torch
+import triton
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.ampere import mma_v2
+
+STAGE = "v00"
+TECHNIQUE = "register-operand MMA (mma_v2) with plain global loads"
+TARGET = "sm100"
+DTYPE = "bfloat16"
+OUT_DTYPE = "bfloat16"
+SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 2048), (16384, 8192, 4096), (256, 8192, 8192)]
+SHAPE_MULTIPLE = (128, 128, 32)  # no masks: every dimension must be a whole number of tiles
+KNOBS = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "num_warps": 4}
+KNOB_CHOICES = {"BLOCK_K": [32, 64], "num_warps": [4, 8]}
+
+
+@gluon.jit
+def gemm_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
+                BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, num_warps: gl.constexpr):
+    # Loads: 8 bf16 (16 bytes) per thread along K, a warp covers 4 rows x 64 columns.
+    load_layout: gl.constexpr = gl.BlockedLayout([1, 8], [8, 4], [num_warps, 1], [1, 0])
+    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[num_warps // 2, 2],
+                                                         instr_shape=[16, 8])
+    a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_layout, k_width=2)
+    b_layout: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=acc_layout, k_width=2)
+
+    off_m = gl.program_id(0) * BLOCK_M
+    off_n = gl.program_id(1) * BLOCK_N
+    rows_a = off_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, load_layout))
+    rows_b = off_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, load_layout))
+    cols_k = gl.arange(0, BLOCK_K, layout=gl.SliceLayout(0, load_layout))
+    a_ptrs = a_ptr + rows_a[:, None] * K + cols_k[None, :]
+    b_ptrs = b_ptr + rows_b[:, None] * K + cols_k[None, :]
+
+    acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, acc_layout)
+    for _k in range(0, K, BLOCK_K):
+        a = gl.convert_layout(gl.load(a_ptrs), a_layout)
+        # B arrives N x K; the MMA wants K x N, so transpose the register tile (a view, no data movement).
+        b = gl.convert_layout(gl.permute(gl.load(b_ptrs), [1, 0]), b_layout)
+        acc = mma_v2(a, b, acc)
+        a_ptrs += BLOCK_K
+        b_ptrs += BLOCK_K
+
+    store_layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
+    out = gl.convert_layout(acc.to(gl.bfloat16), store_layout)
+    rows_c = off_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, store_layout))
+    cols_c = off_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, store_layout))
+    gl.store(c_ptr + rows_c[:, None] * N + cols_c[None, :], out)
+
+
+def launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, BLOCK_M: int, BLOCK_N: int, BLOCK_K: int,
+           num_warps: int):
+    """C = A @ B^T. Returns the compiled kernel so callers can read registers and spills."""
+    M, K = a.shape
+    N = b.shape[0]
+    grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))
+    return gemm_kernel[grid](a, b, c, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, num_warps=num_warps)
