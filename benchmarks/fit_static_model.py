@@ -16,6 +16,7 @@ import argparse
 import dataclasses
 import json
 import math
+import subprocess
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -25,6 +26,10 @@ MEASURED = ROOT / "benchmarks" / "results" / "sm90_bf16_ladder.json"
 SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192))
 LATENCIES = (600, 800, 1000, 1200, 1500, 2000, 2500, 3000)
 BANDWIDTHS = (None, 32, 36, 40, 44, 48, 56, 64)
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False).stdout.strip()
 
 
 def main(argv=None) -> int:
@@ -81,7 +86,8 @@ def main(argv=None) -> int:
             print(f"latency {latency:5d} bandwidth {bandwidth}: rho {rho:.3f} pairwise {pairs:.3f}",
                   file=sys.stderr, flush=True)
     best = max(grid, key=lambda g: (g["mean_spearman"], g["mean_pairwise"], -g["mean_log_error"]))
-    out = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    out = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "commit": _git("rev-parse", "--short", "HEAD"),
+           "dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
            "command": "python benchmarks/fit_static_model.py " + " ".join(argv if argv is not None else sys.argv[1:]),
            "fitted_on": str(MEASURED.relative_to(ROOT)), "shapes": [list(s) for s in SHAPES],
            "objective": "mean Spearman rho of estimated_tflops vs measured TFLOP/s over the ten stages, two shapes",
