@@ -69,7 +69,7 @@ def main(argv=None) -> int:
                     if kshape != shape:
                         continue
                     report = analyze_kernel(kernel, target, costs)
-                    estimate = kernel_estimate(ModelInputs.from_dict(report["model"]), shape, kernel.grid,
+                    estimate = kernel_estimate(ModelInputs.from_dict(report.model), shape, kernel.grid,
                                                target.compute_units, target.clock_ghz)
                     est.append(estimate.estimated_tflops)
                     meas.append(measured[(stage, shape)])
