@@ -195,7 +195,7 @@ def _kernel_estimate(static: dict) -> str:
     tp = static.get("throughput")
     if not tp:
         return ""
-    limits = ", ".join(((static.get("model") or {}).get("residency") or {}).get("limited_by") or []) or "n/a"
+    limits = ", ".join(tp.get("resident_limited_by") or []) or "n/a"
     return (f"\nThe static objective, estimated_tflops: {static.get('estimated_tflops')} (useful 2*M*N*K FLOPs over "
             f"the estimated kernel time; useful_fraction {static.get('useful_fraction')} of the issued matrix FLOPs): "
             f"{tp['tiles']} tiles x {tp['iterations_per_tile']} K iterations, {tp['resident_ctas']} resident CTA(s) "

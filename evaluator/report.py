@@ -64,7 +64,7 @@ def format_record(record: dict) -> str:
                          "instructions")
         tp = st.get("throughput")
         if tp:
-            limits = ", ".join(((st.get("model") or {}).get("residency") or {}).get("limited_by") or [])
+            limits = ", ".join(tp.get("resident_limited_by") or [])
             lines.append(f"  {'estimated TFLOP/s':<22} {tp['estimated_tflops']:.1f} (STATIC ESTIMATE of the whole kernel: "
                          f"{tp['tiles']} tiles x {tp['iterations_per_tile']} iterations, {tp['resident_ctas']} resident "
                          f"CTA(s) per CU/SM limited by {limits or '-'}, {tp['waves']} round(s); useful fraction "

@@ -69,6 +69,7 @@ class ThroughputEstimate:
     tiles_per_unit: int               # on the busiest CU/SM
     waves: int                        # rounds of resident CTAs on the busiest CU/SM
     resident_ctas: int
+    resident_limited_by: list[str]    # the residency limits that bind, or ["grid"] when the launch is smaller
     streams_per_pipe: int
     shared_iteration_cycles: float    # one iteration of every resident stream together
     tile_cycles: float
@@ -132,7 +133,9 @@ def estimate_throughput(shape: tuple[int, int, int], grid_ctas: int, units: int,
         estimated_tflops=useful_flops / seconds / 1e12 if seconds else 0.0, estimated_seconds=seconds,
         useful_fraction=useful_fraction, useful_flops=useful_flops, issued_flops=issued_flops, tiles=tiles,
         iterations_per_tile=iterations, tiles_per_unit=tiles_per_cta * ctas_per_unit, waves=waves,
-        resident_ctas=resident, streams_per_pipe=resident * streams_per_cta,
+        resident_ctas=resident,
+        resident_limited_by=residency.limited_by if resident == residency.ctas_per_unit else ["grid"],
+        streams_per_pipe=resident * streams_per_cta,
         shared_iteration_cycles=full, tile_cycles=per_tile_latency + iterations * full + overheads.epilogue_cycles,
         total_cycles=total, clock_ghz=clock_ghz)
 

@@ -83,6 +83,8 @@ def test_resident_ctas_hide_each_others_latency_until_the_pipe_is_full():
     three = estimate(loop=latency_bound, residency=Residency(3, {"registers": 3, "shared": 4}))
     assert three.estimated_tflops > 2 * alone.estimated_tflops
     assert three.resident_ctas == 3 and three.shared_iteration_cycles == 3 * 512
+    assert three.resident_limited_by == ["registers"]
+    assert estimate(grid_ctas=132, residency=Residency(3, {"registers": 3})).resident_limited_by == ["grid"]
     # A pipe-bound loop gains only the overlap of the tiles' latency and epilogue.
     pipe_bound = StreamLoop(iteration_cycles=520.0, matrix_cycles=512.0, issue_cycles=50.0)
     one, two = estimate(loop=pipe_bound), estimate(loop=pipe_bound, residency=Residency(2, {"shared": 2}))
