@@ -152,6 +152,7 @@ class EvaluationRecord:
     gpu_health: dict | None = None
     dumped: list[str] | None = None
     config: dict | None = None       # an autotuned foreign kernel's config this record compiled
+    job_seconds: float | None = None  # wall time of the agent executor's job that produced the record
     undocumented: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
