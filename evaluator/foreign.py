@@ -100,6 +100,20 @@ def parse_args(texts: list[str]) -> list[ArgSpec]:
     return specs
 
 
+def gemm_shape(specs: list[ArgSpec]) -> tuple[int, int, int] | None:
+    """(M, N, K) of a GEMM entry read off its first two matrix arguments (A: M x K; B: K x N, or N x K), or
+    None when they share no inner dimension: the shape the static objective counts useful FLOPs for."""
+    matrices = [s.shape for s in specs if s.is_tensor and len(s.shape) == 2][:2]
+    if len(matrices) < 2:
+        return None
+    (m, k), (rows, cols) = matrices
+    if rows == k:
+        return m, cols, k
+    if cols == k:
+        return m, rows, k
+    return None
+
+
 @contextlib.contextmanager
 def beside_its_folder(path: str | Path) -> Iterator[None]:
     """The file's folder first on the import path; sibling modules it imported are forgotten afterwards, so

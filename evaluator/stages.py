@@ -93,20 +93,22 @@ def evaluate_foreign(path: str | Path, entry: str, args: list[str], target: str,
     No provenance trace here: a foreign file is scored as its authors wrote it (host-side torch work, kernels
     in sibling files), statically, and earns no measured score.
     """
-    from .foreign import compile_foreign, parse_args
+    from .foreign import compile_foreign, gemm_shape, parse_args
     from .static import analyze, dump_artifacts
 
     path = str(path)
     try:
         tgt = _target(target)
-        launches = compile_foreign(path, entry, parse_args(args), tgt, config)
+        specs = parse_args(args)
+        launches = compile_foreign(path, entry, specs, tgt, config)
     except NearpeakError as err:
         return [error_record(path, target, err)]
+    shape = gemm_shape(specs)  # read off the matrix arguments, for the static objective's useful FLOPs
     records = []
     for launch in launches:
         record = base_record(path, target)
-        record.update(entry=entry, args=list(args), shape=None, compile_seconds=round(launch.seconds, 3),
-                      static=analyze(launch.kernels, tgt))
+        record.update(entry=entry, args=list(args), shape=list(shape) if shape else None,
+                      compile_seconds=round(launch.seconds, 3), static=analyze(launch.kernels, tgt, shape))
         if launch.configs:
             index = launch.configs[0].index
             record["config"] = {"index": index, "count": launch.config_count,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from evaluator.throughput import Residency, StreamLoop, TileOverheads, estimate_throughput
 from evaluator.work import matrix_work
@@ -109,3 +110,20 @@ def test_a_persistent_kernel_that_prefetches_across_tiles_pays_the_load_latency_
                           overheads=dataclasses.replace(OVERHEADS, prefetched_across_tiles=True))
     assert refills.tiles == 1024 and refills.tiles_per_unit == 8
     assert prefetches.total_cycles == refills.total_cycles - 7 * 800
+
+
+def test_a_foreign_entry_is_scored_for_the_shape_its_matrix_arguments_imply():
+    from conftest import TEST_KERNELS
+
+    from evaluator.foreign import gemm_shape, parse_args
+    from evaluator.stages import evaluate_foreign
+
+    assert gemm_shape(parse_args(["a=512x256:fp16", "b=256x384:fp16:T"])) == (512, 384, 256)
+    assert gemm_shape(parse_args(["a=512x256:fp16", "b=384x256:fp16"])) == (512, 384, 256)
+    assert gemm_shape(parse_args(["a=512x256:fp16", "b=100x100:fp16"])) is None
+    (record,) = evaluate_foreign(TEST_KERNELS / "foreign_tutorial_style.py", "matmul",
+                                 ["a=1024x512:float16", "b=512x1024:float16:T"], "gfx950")
+    assert record["status"] == "ok" and record["shape"] == [1024, 1024, 512]
+    static = record["static"]
+    assert static["estimated_tflops"] > 0 and static["useful_fraction"] == 1.0
+    assert static["throughput"]["tiles"] == math.prod(static["grid"])  # one tile per CTA of its grid
