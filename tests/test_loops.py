@@ -24,7 +24,7 @@ from evaluator.targets.nvidia.static import sass_text
 from evaluator.work import matrix_work
 
 ROOT = Path(__file__).resolve().parents[1]
-SM90 = sorted((ROOT / "kernels" / "sm90" / "bf16").glob("v*.py")) + [
+SM90 = sorted((ROOT / "kernels" / "sm90" / "bf16").glob("v*.py")) + sorted((ROOT / "kernels" / "sm90" / "fp8").glob("v*.py")) + [
     TEST_KERNELS / "wgmma_pipelined_sm90.py", TEST_KERNELS / "wgmma_persistent_sm90.py"]
 GFX950 = sorted((ROOT / "kernels" / "gfx950" / "fp16").glob("v*.py")) + [
     ROOT / "kernels" / "gfx950" / "bf8" / "v00_bf8.py", ROOT / "kernels" / "gfx950" / "mxfp4" / "v00_mxfp4.py"]
