@@ -109,9 +109,9 @@ def _written(path, text):
     return path
 
 
-def optimize(ledger, config, proposer, evaluator=None, budget=None):
+def optimize(ledger, config, proposer, evaluator=None, budget=None, executor=None):
     evaluator = evaluator or FakeEvaluator()
     out = io.StringIO()
-    result = Optimizer(ledger, config, proposer, InlineExecutor(evaluator), budget or Budget(),
+    result = Optimizer(ledger, config, proposer, executor or InlineExecutor(evaluator), budget or Budget(),
                        Progress(out, heartbeat=0)).run()
     return result, evaluator, out.getvalue()

@@ -3,31 +3,50 @@ moment the proposer hands it over, a step's static screens run in parallel, and 
 with its own exit code after what it handed over is judged."""
 from __future__ import annotations
 
-import os
 import threading
-import time
+from concurrent.futures import ThreadPoolExecutor
 
 from loop_support import FakeEvaluator, make_run, optimize
 
+from agent.executors.inline import InlineExecutor
 from agent.ledger import attempt_ref, proposal_ref
 from agent.proposers import Candidate, ProposerStopped
 
 
-class SlowEvaluator(FakeEvaluator):
-    """Each static record takes a while; remembers when each one ran."""
+class MeetingEvaluator(FakeEvaluator):
+    """The first `parties` static records of the step's candidates wait for each other at a barrier: they can
+    only all get through if they run at the same time, however loaded the machine is."""
 
-    def __init__(self):
+    def __init__(self, parties: int, candidates: list[str]):
         super().__init__()
-        self.spans: list[tuple[float, float]] = []
+        self.parties, self.candidates, self.calls, self.met = parties, candidates, 0, 0
+        self._barrier = threading.Barrier(parties)
         self._lock = threading.Lock()
 
     def record(self, path, run):
-        started = time.monotonic()
-        time.sleep(0.4)
-        result = super().record(path, run)
+        if path.read_text() not in self.candidates:   # the starting kernel is screened alone, before the step
+            return super().record(path, run)
         with self._lock:
-            self.spans.append((started, time.monotonic()))
-        return result
+            waits, self.calls = self.calls < self.parties, self.calls + 1
+        if waits:
+            try:
+                self._barrier.wait(timeout=60)
+                with self._lock:
+                    self.met += 1
+            except threading.BrokenBarrierError:
+                pass
+        return super().record(path, run)
+
+
+class ThreadedExecutor(InlineExecutor):
+    """Screens on a pool of threads, as the local executor screens on a pool of processes."""
+
+    def __init__(self, evaluator, workers: int):
+        super().__init__(evaluator)
+        self.pool = ThreadPoolExecutor(workers)
+
+    def submit_static(self, job):
+        return self.pool.submit(lambda: super(ThreadedExecutor, self).submit_static(job).result())
 
 
 class WatchedProposer:
@@ -54,14 +73,14 @@ class WatchedProposer:
 
 def test_each_proposal_is_committed_before_the_next_arrives_and_screens_run_in_parallel(tmp_path):
     ledger, config = make_run(tmp_path, steps=1, candidates=3)
-    proposer = WatchedProposer(ledger, ["EFF = 0.5\n", "EFF = 0.6\n", "EFF = 0.4\n"])
-    evaluator = SlowEvaluator()
-    result, _, _ = optimize(ledger, config, proposer, evaluator)
+    kernels = ["EFF = 0.5\n", "EFF = 0.6\n", "EFF = 0.4\n"]
+    proposer = WatchedProposer(ledger, list(kernels))
+    # The loop hands every screen of the step to the executor before it waits for any: on an executor with as
+    # many workers as the step has candidates, all of them meet.
+    evaluator = MeetingEvaluator(parties=3, candidates=kernels)
+    result, _, _ = optimize(ledger, config, proposer, evaluator, executor=ThreadedExecutor(evaluator, 3))
     assert proposer.seen_waiting == [1, 2]              # committed on arrival, before any evaluation
-    spans = evaluator.spans
-    # As many screens at once as there are CPU cores (up to the step's three).
-    together = max(sum(1 for s, e in spans if s <= start < e) for start, _ in spans)
-    assert len(spans) == 3 and together == min(3, os.cpu_count() or 1)
+    assert evaluator.calls == 3 and evaluator.met == evaluator.parties
     assert not ledger.proposals()                       # every waiting ref replaced by its judged commit
     assert result.exit_code == 0
     assert sum(int(e.trailers["Tokens"]) for e in ledger.entries() if e.step == 1) == 30
