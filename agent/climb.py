@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from .config import RunConfig
 from .evaluation import MEASURED, estimated_tflops
 from .ledger import MAIN, Entry, Ledger
-from .loop import RECORD, RUN, STEP
+from .loop import ACCEPTED, BASELINE, RECORD, RUN, STEP
 
 SAME_SESSION = "interleaved in the comparison's session"
 RUNTIME_RECORD = "interleaved in the candidate's own runtime evaluation"
@@ -97,8 +97,13 @@ class Climb:
 
     @property
     def accepted(self) -> tuple[ClimbPoint, ...]:
-        """The starting kernel and every accepted step, in order."""
+        """The starting kernel and the accepted steps of main's lineage (the run's best kernel), in order."""
         return tuple(p for p in self.points if p.on_main)
+
+    @property
+    def other_lineages(self) -> tuple[ClimbPoint, ...]:
+        """Accepted kernels off main's lineage (a beam search's other population members)."""
+        return tuple(p for p in self.points if not p.on_main and p.verdict == ACCEPTED)
 
     @property
     def figure(self) -> str:
@@ -127,7 +132,7 @@ def climb(ledger: Ledger) -> Climb:
     vendor = next(((c.get("vs_vendor") or {}).get("vendor") for c in comparisons
                    if (c.get("vs_vendor") or {}).get("vendor")), None) or \
         next((r["vendor"] for r in runtimes if r.get("vendor") and tuple(r.get("shape") or ()) == shape), None)
-    cumulative: dict[str, Ratio] = {}       # commit on main -> its cumulative ratio
+    cumulative: dict[str, Ratio] = {}       # accepted commit -> its cumulative ratio over the starting kernel
     estimate: dict[str, float | None] = {}   # commit -> estimated TFLOP/s (the static objective)
     points = []
     for (entry, step, record), comparison, runtime in zip(commits, comparisons, runtimes):
@@ -141,7 +146,7 @@ def climb(ledger: Ledger) -> Climb:
                 estimate[entry.sha], estimate.get(incumbent))
             base = cumulative.get(incumbent)
             total = base.times(speedup) if base is not None and speedup is not None else None
-        if entry.verdict in ("accepted", "baseline") and total is not None:  # any lineage's kernels chain on
+        if entry.verdict in (ACCEPTED, BASELINE) and total is not None:  # any lineage's kernels chain on
             cumulative[entry.sha] = total
         vs_vendor, source = _vs_vendor(comparison, runtime, shape) if measured else (None, "")
         points.append(ClimbPoint(step=entry.step, candidate=entry.candidate, verdict=entry.verdict,

@@ -14,6 +14,7 @@ from typing import BinaryIO
 
 from .climb import Climb, ClimbPoint, climb
 from .ledger import Ledger
+from .loop import ACCEPTED
 from .reading import HistoryRow, find_step, history, kernel_diff, run_config
 
 PLOT_EXTRA = "pip install 'nearpeak[plot]'"
@@ -58,7 +59,12 @@ def climb_figure(c: Climb):
         ax.errorbar([p.step for p in kept], [p.cumulative.value for p in kept], yerr=_error_bars(kept), fmt="o-",
                     color="tab:blue", capsize=4,
                     label="accepted: cumulative speedup (95% CI)" if c.measured else "accepted (static estimate)")
-    others = [p for p in c.points if not p.on_main and p.cumulative is not None]
+    lineages = [p for p in c.other_lineages if p.cumulative is not None]
+    if lineages:
+        ax.errorbar([p.step + 0.06 * (p.candidate - 1) for p in lineages], [p.cumulative.value for p in lineages],
+                    yerr=_error_bars(lineages), fmt="o", mfc="none", color="tab:blue", capsize=2,
+                    label="accepted in another lineage (beam search)")
+    others = [p for p in c.points if not p.on_main and p.verdict != ACCEPTED and p.cumulative is not None]
     if others:
         ax.errorbar([p.step + 0.06 * (p.candidate - 1) for p in others], [p.cumulative.value for p in others],
                     yerr=_error_bars(others), fmt="x", color="tab:red", capsize=2, alpha=0.8,

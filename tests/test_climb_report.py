@@ -113,6 +113,18 @@ def test_static_climb_is_labelled_a_static_estimate_everywhere(static_run):
     assert "static estimate" in figure.axes[0].get_ylabel()
 
 
+def test_a_beam_search_climb_chains_every_lineage_from_its_own_parent(tmp_path):
+    from agent.report import climb_figure
+
+    ledger, config = make_run(tmp_path, mode=STATIC, steps=2, candidates=2, strategy="beam", beam=2)
+    optimize(ledger, config, ScriptedProposer(["EFF = 0.5\n", "EFF = 0.4\n"], ["EFF = 0.45\n", "EFF = 0.6\n"]))
+    c = climb(ledger)
+    assert [(p.step, round(p.cumulative.value, 3)) for p in c.accepted] == [(0, 1.0), (1, 1.667), (2, 2.0)]
+    assert [(p.step, p.candidate, round(p.cumulative.value, 3)) for p in c.other_lineages] == [(1, 2, 1.333)]
+    labels = climb_figure(c).axes[0].get_legend_handles_labels()[1]
+    assert "accepted in another lineage (beam search)" in labels
+
+
 def test_measured_plot_shows_error_bars_marks_and_the_vendor_level(measured_run):
     from agent.report import climb_figure
 
