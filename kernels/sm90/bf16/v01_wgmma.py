@@ -3,9 +3,9 @@
 What this stage adds: Hopper's own tensor-core instruction. `wgmma.mma_async` is issued by a warpgroup (four
 consecutive warps) and reads its operands straight from shared memory through a matrix descriptor, so the
 per-warp register copies of A and B that `mma.sync` needed disappear. The kernel still loads A and B with plain
-global loads, but now writes them into NVMMA-swizzled shared memory (128-byte swizzle: conflict-free for the
-stores and the layout the tensor core expects), fences the generic-proxy stores against the async proxy
-(`fence.proxy.async`), and issues one wgmma per K step with the 128 x 128 accumulator in registers.
+global loads, but now writes them into NVMMA-swizzled shared memory (128-byte swizzle, 64-byte at BLOCK_K = 32:
+conflict-free for the stores and the layout the tensor core expects), fences the generic-proxy stores against the
+async proxy (`fence.proxy.async`), and issues one wgmma per K step with the 128 x 128 accumulator in registers.
 
 Why: on Hopper only wgmma reaches the full tensor-core rate; a 64 x 128 x 16 wgmma does per instruction what
 32 `HMMA.16816` do. LADDERS.md measured a naive kernel of this kind at about 380 TFLOP/s (0.56x torch.matmul).
@@ -38,13 +38,13 @@ KNOB_CHOICES = {"BLOCK_N": [64, 128], "BLOCK_K": [32, 64]}
 
 @gluon.jit
 def gemm_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
-                BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, num_warps: gl.constexpr):
+                BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, SMEM_LAYOUT: gl.constexpr,
+                num_warps: gl.constexpr):
     load_layout: gl.constexpr = gl.BlockedLayout([1, 8], [8, 4], [num_warps, 1], [1, 0])
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                          instr_shape=[16, BLOCK_N, 16])
-    smem_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
-    a_smem = gl.allocate_shared_memory(gl.bfloat16, [BLOCK_M, BLOCK_K], smem_layout)
-    b_smem = gl.allocate_shared_memory(gl.bfloat16, [BLOCK_N, BLOCK_K], smem_layout)
+    a_smem = gl.allocate_shared_memory(gl.bfloat16, [BLOCK_M, BLOCK_K], SMEM_LAYOUT)
+    b_smem = gl.allocate_shared_memory(gl.bfloat16, [BLOCK_N, BLOCK_K], SMEM_LAYOUT)
 
     off_m = gl.program_id(0) * BLOCK_M
     off_n = gl.program_id(1) * BLOCK_N
@@ -76,5 +76,9 @@ def launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, BLOCK_M: int, BLOC
     """C = A @ B^T. Returns the compiled kernel so callers can read registers and spills."""
     M, K = a.shape
     N = b.shape[0]
+    assert M % BLOCK_M == 0 and N % BLOCK_N == 0 and K % BLOCK_K == 0, "v01 handles whole tiles only"
+    # The widest swizzle a BLOCK_K row allows: 128 bytes at BLOCK_K = 64, 64 bytes at 32 (a 128-byte swizzle
+    # needs 128-byte rows; forcing it on 64-byte rows fails to compile).
+    smem_layout = gl.NVMMASharedLayout.get_default_for([BLOCK_M, BLOCK_K], gl.bfloat16)
     grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))
-    return gemm_kernel[grid](a, b, c, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, num_warps=num_warps)
+    return gemm_kernel[grid](a, b, c, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, smem_layout, num_warps=num_warps)
