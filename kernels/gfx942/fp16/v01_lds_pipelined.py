@@ -24,7 +24,9 @@ vmcnt` only at the top of the loop (before the LDS writes), `ds_write2st64_b64` 
 Observed (stock Triton 3.6.0, compiled for gfx942 on the CPU, 4096x4096x8192, default knobs)
 ---------------------------------------------------------------------------------------
 256 arch VGPRs + 256 AGPRs (the whole file), 0 spills, 32 KiB LDS, 1 wave per SIMD, 128 MFMAs and 8
-buffer loads per K step, one branch in the hot loop; static estimate 68% (v00: 17%).
+buffer loads per K step, one branch in the hot loop; static estimate 68% (v00: 17%). BLOCK_K = 64 at the 256 x 256
+tile doubles the prefetched operands and spills, also in the hot loop, at 4 or 8 waves (and fills all 64 KiB of
+LDS); with a 128-wide tile side it does not.
 Not yet run on an MI300-series GPU: these figures are compile-only.
 """
 import torch
@@ -39,7 +41,8 @@ TARGET = "gfx942"
 DTYPE = "float16"
 OUT_DTYPE = "float16"
 SHAPES = [(4096, 4096, 8192), (2048, 2048, 2048), (512, 768, 1024)]
-SHAPE_MULTIPLE = (256, 256, 32)  # whole tiles only: no masks
+# Whole tiles only (no masks) for every tile size in KNOB_CHOICES: K a multiple of BLOCK_K = 64 as well as 32.
+SHAPE_MULTIPLE = (256, 256, 64)
 KNOBS = {"BLOCK_M": 256, "BLOCK_N": 256, "BLOCK_K": 32, "num_warps": 4}
 KNOB_CHOICES = {"BLOCK_M": [128, 256], "BLOCK_N": [128, 256], "BLOCK_K": [32, 64], "num_warps": [4, 8]}
 

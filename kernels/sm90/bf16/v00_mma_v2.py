@@ -16,7 +16,8 @@ There is no software pipelining: each load is consumed in the same iteration, so
 latency every step.
 
 Figures at 4096^3 with the default knobs, compile-only (ptxas -v, sm_90a): 230 registers, 0 spills, 4 KiB shared
-(conversion scratch), 64 HMMA.16816 per K step. Measured on an H200 (benchmarks/results/sm90_bf16_ladder.json,
+(conversion scratch), 64 HMMA.16816 per K step. BLOCK_K = 64 doubles the operand registers: at 4 warps ptxas then
+spills, also inside the K loop; at 8 warps it does not. Measured on an H200 (benchmarks/results/sm90_bf16_ladder.json,
 2026-11-29; do_bench medians, torch.matmul side by side): 152 TFLOP/s at 4096^3 (0.20x torch.matmul), 150 at 8192^3
 (0.20x), 25% tensor-pipe active at 8192^3. That is below the 220-233 TFLOP/s LADDERS.md records for another naive
 mma_v2 kernel; this one's BLOCK_K = 32 and unpipelined loop are the likely difference (not measured).
@@ -33,7 +34,9 @@ TARGET = "sm90"
 DTYPE = "bfloat16"
 OUT_DTYPE = "bfloat16"
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 2048), (16384, 8192, 4096), (256, 8192, 8192)]
-SHAPE_MULTIPLE = (128, 128, 32)  # no masks: every dimension must be a whole number of tiles
+# No masks: every dimension must be a whole number of tiles, for every BLOCK_K in KNOB_CHOICES (K a multiple of 64;
+# with 32 a held-out K of 19 x 32 made BLOCK_K = 64 read past the rows and fail the correctness check).
+SHAPE_MULTIPLE = (128, 128, 64)
 KNOBS = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "num_warps": 4}
 KNOB_CHOICES = {"BLOCK_K": [32, 64], "num_warps": [4, 8]}
 
@@ -77,5 +80,6 @@ def launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, BLOCK_M: int, BLOC
     """C = A @ B^T. Returns the compiled kernel so callers can read registers and spills."""
     M, K = a.shape
     N = b.shape[0]
+    assert M % BLOCK_M == 0 and N % BLOCK_N == 0 and K % BLOCK_K == 0, "v00 handles whole tiles only"
     grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))
     return gemm_kernel[grid](a, b, c, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, num_warps=num_warps)
