@@ -65,8 +65,10 @@ SHAPE_MULTIPLE = (1, 8, 16)  # TMA zero-fills partial boxes; row strides must be
 KNOBS = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 128, "NUM_STAGES": 4, "GROUP_M": 8, "PRODUCER_REGS": 40,
          "EPILOGUE_SPLIT": 4, "FIT_GRID": 1, "SPLIT_K": 0, "MIN_SPLIT_STEPS": 16, "num_warps": 8}
 SCALES = "per_tensor"
-KNOB_CHOICES = {"NUM_STAGES": [3, 4], "GROUP_M": [4, 8, 16], "EPILOGUE_SPLIT": [2, 4], "SPLIT_K": [0, 1, 2, 4],
-                "MIN_SPLIT_STEPS": [4, 16]}
+# EPILOGUE_SPLIT stays 4: a 2-way split double-buffers two 128 x 128 bf16 C slices (64 KiB), which with the
+# default 4-stage ring (4 x 48 KiB) needs 256 KiB of shared memory, over the 227 KiB limit; it fits only at
+# NUM_STAGES = 3, and KNOB_CHOICES cannot pair values (the tune proposer sweeps every combination); as in v09.
+KNOB_CHOICES = {"NUM_STAGES": [3, 4], "GROUP_M": [4, 8, 16], "SPLIT_K": [0, 1, 2, 4], "MIN_SPLIT_STEPS": [4, 16]}
 MAX_SPLIT_K = 4
 PLAN_CACHE_SIZE = 64         # geometries kept; cleared wholesale when full
 FAST_CACHE_SIZE = 256        # prebuilt launches (pointer triples x geometries) kept; cleared when full
