@@ -121,10 +121,6 @@ def ab(dtype: str, shape, seed: int) -> dict:
         "speedup", "ci_low", "ci_high", "accepted", "candidate_correct", "method")}}
 
 
-def spread(values: list[float]) -> dict:
-    return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
-
-
 def aggregate(runs: list[dict]) -> list[dict]:
     """One record per (stage label, shape): medians over rounds and their extremes."""
     groups: dict[tuple, list[dict]] = {}

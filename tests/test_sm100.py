@@ -50,6 +50,7 @@ def test_a_uniform_branch_with_its_condition_as_an_operand_can_fall_through():
              ".L_x_2:",
              "        /*0040*/                   EXIT ;"]
     text = "\n".join(lines)
-    loops = sass.find_loops(text)
-    assert [lp.header for lp in loops] == [".L_x_1"]
-    assert [i.mnemonic for i in loops[0].instructions if sass.is_tcgen05(i.mnemonic)] == ["UTCHMMA"]
+    flow = sass.control_flow(text)
+    assert [lp.header for lp in flow.loops] == [".L_x_1"]
+    body = flow.loop_instructions(flow.loops[0])
+    assert [i.mnemonic for i in body if sass.is_tcgen05(i.mnemonic)] == ["UTCHMMA"]

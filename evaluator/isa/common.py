@@ -1,7 +1,6 @@
 """What every ISA parser produces: instructions grouped into basic blocks and loops."""
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 
 
@@ -24,12 +23,6 @@ class Loop:
     header: str
     depth: int
     instructions: list[Instruction] = field(default_factory=list)
-
-    def count(self, predicate) -> int:
-        return sum(1 for ins in self.instructions if predicate(ins.mnemonic))
-
-    def mnemonics(self) -> Counter:
-        return Counter(ins.mnemonic for ins in self.instructions)
 
     def excerpt(self, limit: int = 80) -> str:
         lines = [ins.text for ins in self.instructions[:limit]]

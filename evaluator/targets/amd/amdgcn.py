@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from ...isa import cfg
-from ...isa.common import Instruction, Loop
+from ...isa.common import Instruction
 
 # A block starts at a label (`.LBB0_3:`) or, when it has none, at LLVM's `; %bb.6:` comment.
 _LABEL = re.compile(r"^(?:; %)?(\.?L?BB\d+_\d+|\.LBB\d+_\d+|bb\.\d+):(.*)$")
@@ -104,12 +104,6 @@ def is_spin(ins: Instruction) -> bool:
 def control_flow(text: str) -> cfg.ControlFlow:
     """Blocks and natural loops of one kernel's assembly (evaluator.isa.cfg)."""
     return cfg.analyze(parse_instructions(text), BranchRules(), is_spin)
-
-
-def find_loops(text: str) -> list[Loop]:
-    """The kernel's natural loops, each with its blocks' instructions in text order."""
-    flow = control_flow(text)
-    return [Loop(lp.header, lp.depth, flow.loop_instructions(lp)) for lp in flow.loops]
 
 
 def is_mfma(m: str) -> bool:

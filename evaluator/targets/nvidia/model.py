@@ -29,7 +29,6 @@ class NvCosts:
     # (benchmarks/results/static_model_fit.json), validated on the knob variants. Unloaded it is ~800 cycles.
     gmem_latency: int = 2000
     tma_latency: int = 2000
-    smem_latency: int = 30
     barrier: int = 20
     # mma.sync reaches ~2/3 of the wgmma rate on Hopper (public microbenchmarks): an HMMA keeps its
     # sub-core's tensor unit busy 1.5x its full-rate table cycles.

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...isa import cfg
-from ...isa.common import Instruction, Loop
+from ...isa.common import Instruction
 
 _LABEL = re.compile(r"^(\.L_x_\d+):")
 _INSTR = re.compile(r"^\s+/\*[0-9a-f]+\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Za-z0-9_.]*)\s*(.*?)\s*;")
@@ -123,12 +123,6 @@ def is_spin(ins: Instruction) -> bool:
 def control_flow(text: str) -> cfg.ControlFlow:
     """Blocks, natural loops and mbarrier retry stubs of one kernel's disassembly."""
     return cfg.analyze(parse_instructions(text), BranchRules(), is_spin)
-
-
-def find_loops(text: str) -> list[Loop]:
-    """The kernel's natural loops, each with its blocks' instructions in text order (retry stubs left out)."""
-    flow = control_flow(text)
-    return [Loop(lp.header, lp.depth, flow.loop_instructions(lp)) for lp in flow.loops]
 
 
 def is_tcgen05(m: str) -> bool:
