@@ -22,7 +22,8 @@ from .executors import EXECUTORS, LOCAL, RAY, ExecutorError, make_executor
 from .ledger import SCRATCH, LedgerError
 from .loop import KERNEL, Budget, Optimizer
 from .progress import Progress
-from .proposers import TUNE_CACHE, ProposerSetupError, make_proposer
+from .proposers import TUNE_CACHE
+from .proposers.factory import ProposerSetupError, make_proposer
 from .proposers.llm import DEFAULT_MODEL
 from .proposers.tune import TuneCache
 from .reading import format_table, history, history_json, lineage, run_config, show, tree, verify

@@ -1,5 +1,5 @@
-"""Proposers: where candidate kernels come from. All share one small interface; `make_proposer` builds the
-one a run is configured with.
+"""Proposers: where candidate kernels come from. All share the small interface of this module;
+`agent.proposers.factory.make_proposer` builds the one a run is configured with.
 
 `propose(context) -> Iterable[Candidate | FailedProposal]` yields up to `context.count` new candidates for
 the step, in the order they become available (the loop commits each one the moment it is yielded, so a
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Protocol
 
 TUNE_CACHE = "tune-cache.json"    # the tuner's cache, shared by the runs of one runs directory
@@ -94,36 +93,3 @@ class ProposerStopped(Exception):
     """The proposer cannot go on and the run must stop with `exit_code` (README.md lists the codes)."""
 
     exit_code = 1
-
-
-class ProposerSetupError(ValueError):
-    """A proposer that cannot be built from the run's configuration (no endpoint, no ladder directory)."""
-
-
-def make_proposer(config, runs_dir: Path, dtype: str | None, progress=None) -> Proposer:
-    """The proposer `config` (a RunConfig) names; `dtype` (the starting kernel's DTYPE) picks the ladder;
-    `progress(message)` receives the proposer's progress lines (the LLM's requests and retries)."""
-    # Imported here: each proposer module imports the records above from this package.
-    from .ladder import LadderProposer, default_ladder_dir, load_stages
-    from .llm import DEFAULT_MODEL, LLMProposer, LLMSettings, endpoint_configured, stderr_line
-    from .tune import TuneCache, TuneProposer
-
-    if config.proposer == "tune":
-        return TuneProposer(TuneCache(runs_dir / TUNE_CACHE), config.knob_choices)
-    ladder = Path(config.ladder_dir) if config.ladder_dir else default_ladder_dir(config.target, dtype)
-    if config.proposer == "ladder":
-        if not ladder.is_dir():
-            raise ProposerSetupError(f"no ladder directory {ladder}")
-        return LadderProposer(ladder)
-    if not endpoint_configured(config.base_url):
-        raise ProposerSetupError("the llm proposer needs an endpoint: set OPENAI_API_KEY (and OPENAI_BASE_URL) "
-                                 "or pass --base-url")
-    from ..evaluation import STATIC
-    from ..prompt import Brief
-
-    stages = tuple(load_stages(ladder)) if ladder.is_dir() else ()
-    settings = LLMSettings(model=config.model or DEFAULT_MODEL, base_url=config.base_url,
-                           request_timeout=config.request_timeout, retries=config.retries,
-                           backoff=config.retry_backoff, seed=config.seed, max_idle_steps=config.max_idle_steps)
-    return LLMProposer(settings, Brief(stages, static_objective=config.mode == STATIC), config.objective,
-                       progress=progress or stderr_line)
