@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,14 @@ def gpu_target_present() -> str | None:
     except ImportError:
         return None
     return detect_target()
+
+
+def pytest_xdist_auto_num_workers(config):
+    """What `-n auto` (pyproject's addopts) means: two workers per core, at most eight. Much of the suite waits
+    on sandboxed children, timeouts, kill-and-resume rounds and git rather than computing, so a second worker
+    per core fills that time (on two cores: 2:52 instead of 3:55 for the whole suite)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return min(8, 2 * cores)
 
 
 def pytest_collection_modifyitems(config, items):
