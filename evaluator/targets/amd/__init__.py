@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from . import static
 from .model import AmdCosts
-from .static import STATIC_FIELDS
 
 if TYPE_CHECKING:
     from ...compile import CompiledKernel
@@ -25,7 +25,7 @@ def _kib(value) -> float | None:
 class AmdToolchain:
     costs: AmdCosts = field(default_factory=AmdCosts)
 
-    static_fields = STATIC_FIELDS
+    static_fields = static.STATIC_FIELDS
     device_files = "/dev/kfd"  # the ROCm kernel driver's device file: present only where a GPU of the family is
     isa = "amdgcn"
     artifact_parts = ("ttgir", "llir", "amdgcn")
@@ -45,9 +45,7 @@ class AmdToolchain:
     )
 
     def analyze_kernel(self, kernel: CompiledKernel, target: Target) -> StaticRecord:
-        from .static import analyze_kernel
-
-        return analyze_kernel(kernel, target, self.costs)
+        return static.analyze_kernel(kernel, target, self.costs)
 
     def artifact_text(self, kernel: CompiledKernel, part: str):
         return kernel.asm.get(part)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from . import static
 from .model import NvCosts
-from .static import STATIC_FIELDS
 
 if TYPE_CHECKING:
     from ...compile import CompiledKernel
@@ -22,7 +22,7 @@ def _kib(value) -> float | None:
 class NvidiaToolchain:
     costs: NvCosts = field(default_factory=NvCosts)
 
-    static_fields = STATIC_FIELDS
+    static_fields = static.STATIC_FIELDS
     device_files = "/dev/nvidia*"  # the NVIDIA driver's device files: present only where a GPU of the family is
     isa = "sass"
     artifact_parts = ("ttgir", "llir", "ptx", "sass")
@@ -44,15 +44,11 @@ class NvidiaToolchain:
     )
 
     def analyze_kernel(self, kernel: CompiledKernel, target: Target) -> StaticRecord:
-        from .static import analyze_kernel
-
-        return analyze_kernel(kernel, target, self.costs)
+        return static.analyze_kernel(kernel, target, self.costs)
 
     def artifact_text(self, kernel: CompiledKernel, part: str):
         if part == "sass":
-            from .static import sass_text
-
-            return sass_text(kernel)
+            return static.sass_text(kernel)
         return kernel.asm.get(part)
 
     def profile(self, path: str, names: list[str], shape, knobs: dict, seed: int, target: Target,
