@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .batch import DEFAULT_FILE_TIMEOUT_S, ScoreOptions, score_file
+from .foreign import parse_args
 from .isolated import compare_isolated, evaluate_isolated
 from .sandbox import SandboxWorker
 from .stages import error_record, evaluate_static
@@ -37,9 +39,6 @@ def evaluate_foreign(path: str | Path, entry: str, args: list[str], target: str,
     Malformed `--arg` texts raise `UsageError`; the file itself gets the foreign-file policy and runs in a
     sandboxed process (`evaluator.batch.score_file`, what `nearpeak eval FILE --entry` runs).
     """
-    from .batch import DEFAULT_FILE_TIMEOUT_S, ScoreOptions, score_file
-    from .foreign import parse_args
-
     parse_args(args)
     return score_file(str(path), ScoreOptions(target=target, entry=entry, args=tuple(args), config=config,
                                               timeout_s=timeout_s or DEFAULT_FILE_TIMEOUT_S,

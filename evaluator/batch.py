@@ -24,7 +24,13 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from . import SCHEMA_VERSION
+from .compile import compiler_diagnostic, last_compiler_message
+from .contract import read_constant
 from .errors import UsageError
+from .isolated import STATIC_MEMORY_MB, run_guarded
+from .policy import check_policy, record_fields
+from .report import pct, table
+from .stages import evaluate_foreign, evaluate_static
 
 SANDBOX_KIND = "a child forked per file from a warm sandbox worker (evaluator.sandbox.SandboxWorker)"
 DEFAULT_FILE_TIMEOUT_S = 120.0   # one static evaluation: a cold compile of a large kernel takes seconds
@@ -53,8 +59,6 @@ class ScoreOptions:
 def score_in_child(path: str, target: str | None, entry: str | None, args: list[str], config: int | None,
                    shape: list | None, knobs: dict | None, dump_dir: str | None) -> list[dict]:
     """The sandboxed child's side of `score_file`: the evaluation records of one file."""
-    from .stages import evaluate_foreign, evaluate_static
-
     if entry:
         return evaluate_foreign(path, entry, args, target, config, dump_dir=dump_dir)
     return [evaluate_static(path, target, tuple(shape) if shape else None, knobs or None, dump_dir=dump_dir)]
@@ -62,8 +66,6 @@ def score_in_child(path: str, target: str | None, entry: str | None, args: list[
 
 def declared_target(path: str | Path) -> str | None:
     """The file's `TARGET = "..."` declaration, read without running it."""
-    from .contract import read_constant
-
     try:
         value = read_constant(path, "TARGET")
     except (OSError, UnicodeDecodeError):
@@ -96,8 +98,6 @@ def failure_record(path: str | None, target: str | None, status: str, message: s
 def _refine_compile_error(record: dict, stderr: str, candidate: str) -> None:
     """Triton's passes print the located reason to stderr and raise only "error encountered during parsing":
     take the line and reason from the diagnostic when it names the candidate file."""
-    from .compile import compiler_diagnostic
-
     found = compiler_diagnostic(stderr, candidate)
     if found:
         record["line"], reason = found
@@ -105,8 +105,6 @@ def _refine_compile_error(record: dict, stderr: str, candidate: str) -> None:
 
 
 def _sandbox_record(path: str, target: str | None, result, timeout_s: float) -> dict:
-    from .compile import last_compiler_message
-
     said = last_compiler_message(result.stderr_tail)
     messages = {
         "timeout": f"no result within {timeout_s:g} s; its process group was killed",
@@ -122,9 +120,6 @@ def _sandbox_record(path: str, target: str | None, result, timeout_s: float) -> 
 def score_file(path: str, options: ScoreOptions) -> list[dict]:
     """Static records of one file (one per autotune config) from a fresh sandboxed process; never raises for
     anything the file does. `file` in each record is `path` as given."""
-    from .isolated import STATIC_MEMORY_MB, run_guarded
-    from .policy import check_policy, record_fields
-
     resolved = Path(path).resolve()
     if not resolved.is_file():
         return [failure_record(path, options.target, "not_found", "no such kernel file")]
@@ -276,8 +271,6 @@ def _label(record: dict) -> str:
 
 def summary_table(records: list[dict], top: int = 5) -> str:
     """Status counts, the best files by estimated TFLOP/s (a static estimate), and the top register users."""
-    from .report import pct, table
-
     counts = Counter(r.get("status") for r in records)
     ordered = sorted(counts.items(), key=lambda item: (item[0] != "ok", -item[1], str(item[0])))
     lines = [f"{len(records)} records: " + ", ".join(f"{s} {n}" for s, n in ordered)]

@@ -9,9 +9,24 @@ import sys
 import time
 from pathlib import Path
 
-from .batch import ScoreOptions
-from .errors import EXIT_OK, EXIT_USAGE, NearpeakError, UsageError
-from .targets import known_targets
+from .api import evaluate
+from .batch import (
+    DEFAULT_FILE_TIMEOUT_S,
+    GLOB_CHARS,
+    ScoreOptions,
+    expand_paths,
+    failure_record,
+    run_batch,
+    sandboxed_seconds,
+    score_file,
+    summary_table,
+    target_note,
+)
+from .errors import EXIT_CANDIDATE, EXIT_NO_DEVICE, EXIT_OK, EXIT_USAGE, NearpeakError, UsageError
+from .foreign import parse_args
+from .ladder import ladder_main
+from .report import format_record
+from .targets import all_targets, known_targets
 
 
 def _shape(text: str) -> tuple[int, int, int]:
@@ -81,8 +96,6 @@ def _records_for_parse_errors(parser: argparse.ArgumentParser, argv: list[str]) 
 
     def error(message: str):
         if "--json" in argv:
-            from .batch import failure_record
-
             print(json.dumps(failure_record(None, None, "usage_error", message)), flush=True)
         report(message)
 
@@ -90,16 +103,12 @@ def _records_for_parse_errors(parser: argparse.ArgumentParser, argv: list[str]) 
 
 
 def _is_batch(args) -> bool:
-    from .batch import GLOB_CHARS
-
     return (len(args.paths) > 1 or args.jobs is not None or bool(args.jsonl) or args.resume
             or any(Path(p).is_dir() or any(c in p for c in GLOB_CHARS) for p in args.paths))
 
 
 def check_mode(args, batch: bool) -> None:
     """Flags that do not apply to what was asked are usage errors, never silently ignored."""
-    from .foreign import parse_args
-
     def refuse(flags: list[str], why: str) -> None:
         if flags:
             raise UsageError(f"{', '.join(flags)} {'does' if len(flags) == 1 else 'do'} not apply {why}")
@@ -132,8 +141,6 @@ def _options(args, timeout_s: float) -> ScoreOptions:
 
 
 def _print_records(records: list[dict], as_json: bool) -> None:
-    from .report import format_record
-
     for record in records:
         if as_json:
             print(json.dumps(record, default=str))
@@ -148,14 +155,10 @@ def _print_records(records: list[dict], as_json: bool) -> None:
 
 def _gpu_node_present() -> bool:
     """Any GPU device file here: only then can a runtime evaluation happen without --run."""
-    from .targets import all_targets
-
     return any(glob.glob(t.toolchain.device_files) for t in all_targets())
 
 
 def run_eval(args) -> int:
-    from .batch import DEFAULT_FILE_TIMEOUT_S, score_file, target_note
-
     try:
         batch = _is_batch(args)
         check_mode(args, batch)
@@ -167,8 +170,6 @@ def run_eval(args) -> int:
             print(f"nearpeak eval: note: {note}", file=sys.stderr)
         runtime = not args.entry and (args.run is True or (args.run is None and _gpu_node_present()))
         if runtime:
-            from .api import evaluate
-
             records = [evaluate(path, target=args.target, shape=args.shape, knobs=dict(args.knob) or None,
                                 run=args.run, seed=args.seed, profile=args.profile, timeout_s=args.timeout,
                                 dump_dir=args.dump)]
@@ -178,8 +179,6 @@ def run_eval(args) -> int:
             records = score_file(path, _options(args, args.timeout or DEFAULT_FILE_TIMEOUT_S))
     except NearpeakError as err:  # usage problems found before anything runs; candidate failures are records
         if args.json:
-            from .batch import failure_record
-
             record = failure_record(err.file or args.paths[0], args.target, err.status, err.message, line=err.line)
             print(json.dumps(record))
         else:
@@ -191,8 +190,6 @@ def run_eval(args) -> int:
 
 def run_batch_eval(args) -> int:
     """`nearpeak eval PATH... [--jobs N] [--jsonl OUT] [--resume]`: progress on stderr, the summary at the end."""
-    from .batch import DEFAULT_FILE_TIMEOUT_S, expand_paths, run_batch, sandboxed_seconds, summary_table, target_note
-
     paths = expand_paths(args.paths)
     for note in filter(None, (target_note(p, args.target) for p in paths)):
         print(f"nearpeak eval: note: {note}", file=sys.stderr)
@@ -217,8 +214,6 @@ def run_batch_eval(args) -> int:
 
 
 def record_exit_code(record: dict) -> int:
-    from .errors import EXIT_CANDIDATE, EXIT_NO_DEVICE
-
     status = record.get("status")
     if status == "ok":
         return EXIT_OK
@@ -230,8 +225,6 @@ def record_exit_code(record: dict) -> int:
 
 
 def run_ladder(args) -> int:
-    from .ladder import ladder_main
-
     return ladder_main(args)
 
 

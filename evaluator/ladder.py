@@ -6,6 +6,7 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from .api import evaluate
 from .contract import read_constant
 from .report import pct, table
 from .stats import spearman
@@ -30,8 +31,6 @@ def stage_files(target: str) -> list[Path]:
 
 
 def _evaluate(path: str, target: str, run: bool) -> dict:
-    from .api import evaluate
-
     return evaluate(path, target=target, run=run if run else False)
 
 
