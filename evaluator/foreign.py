@@ -24,7 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .dtypes import canonical_name
+from .compile import compile_only
+from .contract import load_module
+from .dtypes import canonical_name, torch_dtype
 from .errors import CallError, UsageError
 
 _ARG = re.compile(r"^(?P<name>[A-Za-z_]\w*)=(?P<value>.*)$", re.DOTALL)
@@ -51,8 +53,6 @@ class ArgSpec:
         if not self.is_tensor:
             return self.value
         import torch
-
-        from .dtypes import torch_dtype
 
         dtype = torch_dtype(self.dtype)
         if self.transposed:
@@ -154,9 +154,6 @@ def _bind(entry: str, fn, values: dict, path: str) -> None:
 def compile_foreign(path: str, entry: str, specs: list[ArgSpec], target, config: int | None = None):
     """Import the file and call `entry` under the compile-only driver: one `Launch` per autotune config
     (all of them when `config` is None, else the one asked for)."""
-    from .compile import compile_only
-    from .contract import load_module
-
     with beside_its_folder(path), compile_only(target) as session:
         module = load_module(path)
         fn = getattr(module, entry, None)
