@@ -49,7 +49,7 @@ from .ledger import (
 from .progress import Progress
 from .proposers import Attempt, Candidate, FailedProposal, Outcome, ProposalContext, Proposer, ProposerStopped
 from .proposers.tune import TuneCache, knob_candidates, record_outcome
-from .search import GREEDY, Member, Search, merit, ranked
+from .search import GREEDY, Member, Search, chained_merit, ranked, static_merit
 from .source import compact_diff, sha256
 
 KERNEL, RECORD, STEP, RUN = "kernel.py", "evaluation.json", "step.json", "run.json"
@@ -126,6 +126,7 @@ class Optimizer:
         self.scratch = ledger.path / SCRATCH
         self.started = time.monotonic()
         self.run_file = ledger.read(ledger.main_line()[0].sha, RUN)   # run.json, the same in every commit
+        self._merits: dict[str, float] = {}
 
     # -- reading the ledger ------------------------------------------------------------------------------
 
@@ -134,9 +135,25 @@ class Optimizer:
         return json.loads(data) if data else {}
 
     def _member(self, entry: Entry) -> Member:
-        return Member(sha=entry.sha, step=entry.step, candidate=entry.candidate,
-                      merit=merit(self._json(entry.sha, RECORD), self.config.mode == MEASURED),
+        return Member(sha=entry.sha, step=entry.step, candidate=entry.candidate, merit=self._merit(entry),
                       score=tuple(self._json(entry.sha, STEP).get("score") or ()))
+
+    def _merit(self, entry: Entry) -> float:
+        """The figure of merit the population is ranked by (agent.search); commits never change, so it is kept."""
+        if entry.sha not in self._merits:
+            if self.config.mode != MEASURED:
+                value = static_merit(self._json(entry.sha, RECORD))
+            elif entry.parent is None:
+                value = 1.0  # the starting kernel
+            else:
+                value = chained_merit(self._merit(self._entry(entry.parent)),
+                                      self._json(entry.sha, STEP).get("comparison"))
+            self._merits[entry.sha] = value
+        return self._merits[entry.sha]
+
+    def _entry(self, sha: str) -> Entry:
+        """The accepted kernel with commit `sha` (every parent is one)."""
+        return next(e for e in self.ledger.main_line() + self.ledger.off_main() if e.sha == sha)
 
     def accepted(self) -> list[Member]:
         """Every kernel the run has accepted (the root included), on main or off it."""
@@ -531,7 +548,8 @@ class Optimizer:
         best = new_members[0] if self.search.strategy == GREEDY else ranked(members)[0]
         changes += self._layout(members, best, head)
         self.ledger.move_refs(changes)
-        figure = f"{best.merit:.4g} {'TFLOP/s measured' if self.config.mode == MEASURED else 'by static estimate'}"
+        figure = (f"{best.merit:.3f}x the starting kernel, chained A/B speedups" if self.config.mode == MEASURED
+                  else f"{best.merit:.4g} by static estimate")
         main = (f"promoted candidate {best.candidate} to main" if best in new_members else f"main holds {best.label}")
         self.progress(f"[step {step}/{self.config.steps}] accepted {', '.join(m.label for m in new_members)}; "
                       f"{main} ({figure})")

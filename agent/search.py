@@ -2,8 +2,8 @@
 
 * greedy: one incumbent, the head of `main`; every candidate is its child, and the best candidate of a step
   that beats it (by the accept rule) replaces it.
-* beam: the best `beam` accepted kernels by the run's figure of merit (measured TFLOP/s in measured mode, the
-  static estimate otherwise). Each step's candidates are children of parents drawn from the population: the
+* beam: the best `beam` accepted kernels by the run's figure of merit (in measured mode the kernel's speedup over
+  the starting kernel, chained along its lineage from interleaved A/B speedups; the static estimate otherwise). Each step's candidates are children of parents drawn from the population: the
   first from the best member, the others weighted towards the best (weight 1/rank) so lesser lineages are
   explored too. A candidate that beats its own parent under the accept rule enters the population if it
   ranks among the best `beam`; `main` then points at the best member, whichever lineage it is on.
@@ -38,15 +38,17 @@ class Member:
         return f"{self.step}.{self.candidate}"
 
 
-def merit(record: dict, measured: bool) -> float:
-    """The figure of merit that ranks kernels of different lineages: measured TFLOP/s, else the static
-    estimate (estimated TFLOP/s where the evaluator gives it, else estimated efficiency)."""
-    f = figures(record)
-    if measured:
-        return float(f.tflops_measured or 0.0)
+def static_merit(record: dict) -> float:
+    """The static figure of merit: estimated TFLOP/s where the evaluator gives it, else estimated efficiency."""
     static = record.get("static") or {}
-    value = static.get("estimated_tflops", f.efficiency_estimate)
-    return float(value or 0.0)
+    return float(static.get("estimated_tflops", figures(record).efficiency_estimate) or 0.0)
+
+
+def chained_merit(parent_merit: float, comparison: dict | None) -> float:
+    """The measured figure of merit: the parent's speedup over the starting kernel times this kernel's
+    interleaved A/B speedup over its parent. Each factor was timed in one session against its own parent, so
+    the product drifts far less than separate absolute TFLOP/s timings, which differ by several percent."""
+    return parent_merit * float((comparison or {}).get("speedup") or 0.0)
 
 
 def ranked(members: list[Member]) -> list[Member]:
@@ -90,7 +92,3 @@ class Search:
             return [max(passers, key=lambda m: (m.score, -m.candidate))]
         keep = {m.sha for m in ranked(population + passers)[:self.beam]}
         return [m for m in passers if m.sha in keep]
-
-    def best(self, members: list[Member], newest_on_main: Member) -> Member:
-        """The kernel `main` should hold: greedy keeps its newest incumbent; beam the best by merit."""
-        return newest_on_main if self.strategy == GREEDY else ranked(members)[0]

@@ -15,7 +15,8 @@ import pytest
 from agent_support import fsck_clean, git, nearpeak, refs
 
 from agent.config import RunConfig
-from agent.evaluation import OBJECTIVES, STATIC
+from agent.evaluation import MEASURED, OBJECTIVES, STATIC
+from agent.executors import MeasuredResult
 from agent.ledger import MAIN, Ledger
 from agent.loop import Budget, Optimizer, baseline_commit
 from agent.progress import QUIET, Progress
@@ -228,3 +229,37 @@ def test_wall_budget_stops_a_step_and_commits_only_what_was_judged(tmp_path):
     numbers = sorted(e.candidate for e in ledger.entries() if e.step == 1)
     assert numbers and numbers == list(range(1, len(numbers) + 1)) and len(numbers) < 3
     fsck_clean(ledger.path)
+
+
+class MeasuredScript(ScriptedExecutor):
+    """Measured mode: each kernel's absolute TFLOP/s and its A/B speedup over its parent come from the table."""
+
+    def submit_measured(self, job, static_record) -> Future:
+        tflops, speedup = self.table[job.source]
+        measured = {**static_record, "runtime": {"correct": True, "tflops": tflops, "device": "Scripted GPU"}}
+        comparison = {"speedup": speedup, "ci_low": speedup * 0.99, "ci_high": speedup * 1.01, "accepted": True,
+                      "method": "scripted A/B"}
+        return later(0.01, MeasuredResult(measured, comparison, {}))
+
+    def submit_static(self, job) -> Future:
+        return later(0.01, record(0.5))
+
+
+def test_measured_beam_ranks_lineages_by_chained_ab_speedups_not_separate_timings(tmp_path):
+    config = RunConfig(run_id="m", target="gfx950", source_file="root.py", proposer="scripted", steps=2, candidates=2,
+                       min_gain=0.01, max_spills=0, seed=0, mode=MEASURED, objective=OBJECTIVES[MEASURED],
+                       strategy=BEAM, beam=3)
+    root = {**record(0.5), "runtime": {"correct": True, "tflops": 500.0}}
+    files, message = baseline_commit(config, ROOT, root)
+    ledger = Ledger.create(tmp_path / "m", files, message)
+    a, b, c = kernel("a"), kernel("b"), kernel("c")
+    # a is 1.30x the root in its A/B session but its separate timing reads low; b is 1.20x and reads high.
+    table = {a: (600.0, 1.30), b: (700.0, 1.20), c: (650.0, 1.10)}
+    proposer = ScriptedProposer({ROOT: [a, b], a: [c], b: [c]})
+    Optimizer(ledger, config, proposer, MeasuredScript(table), Budget(), QUIET).run()
+    by_label = {f"{e.step}.{e.candidate}": e for e in ledger.entries()}
+    assert by_label["1.1"].ref == MAIN or by_label["1.1"].sha in ledger.first_parent_chain(ledger.resolve(MAIN))
+    # c (1.10x over a, so 1.43x the root) beats both step-1 kernels: main ends root -> a -> c.
+    chain = labels(ledger, ledger.first_parent_chain(ledger.resolve(MAIN)))
+    assert chain[:2] == ["0.0", "1.1"] and len(chain) == 3 and by_label[chain[2]].parent == by_label["1.1"].sha
+    assert ledger.refs("refs/population/") == {"refs/population/1-2": by_label["1.2"].sha}
