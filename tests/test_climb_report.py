@@ -195,6 +195,15 @@ def test_html_report_is_self_contained_with_plot_history_and_diffs(measured_run)
     assert "1.300x [" in text and "fake BLAS" in text
 
 
+def test_report_without_matplotlib_says_how_to_get_the_plot(measured_run, monkeypatch):
+    import agent.report
+
+    monkeypatch.setattr(agent.report, "plot_available", lambda: False)
+    text, report = report_of(measured_run)
+    assert report.images == [] and "pip install &#x27;nearpeak[plot]&#x27;" in text
+    assert report.history_rows == 4 and report.sections == ["step-1", "step-3"]
+
+
 def test_report_and_plot_of_the_h200_ledger(h200_run, capsys, tmp_path):
     code, out, err = nearpeak(capsys, "replay", h200_run, "--plot", tmp_path / "climb.png")
     assert code == 0, err
