@@ -30,6 +30,8 @@ from evaluator.sandbox import run_isolated
 
 BENCH_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 2048), (16384, 8192, 4096), (256, 8192, 8192))
 ROUND_TIMEOUT_S = 300.0
+ROUND_FIELDS = ("status", "verdict", "seed", "tflops", "vendor_tflops", "ratio_vs_vendor", "graph_tflops",
+                "ratio_vs_vendor_graph", "host_us_per_call", "launch_bound", "phase_seconds")
 
 
 def stage_labels() -> dict[str, Path]:
@@ -78,11 +80,14 @@ def summarize(stage: str, shape, rounds: list[dict]) -> dict:
         "vendor": first.get("vendor"),
         "vendor_tflops": _median_range([r.get("vendor_tflops") for r in ok]),
         "ratio_vs_vendor": _median_range([r.get("ratio_vs_vendor") for r in ok]),
+        "ratio_vs_vendor_graph": _median_range([r.get("ratio_vs_vendor_graph") for r in ok]),
+        "host_us_per_call": _median_range([r.get("host_us_per_call") for r in ok]),
         "iqr_ms_per_round": [r["spread"]["candidate"]["iqr_ms"] for r in ok if r.get("spread")],
         "launch_bound": any(r.get("launch_bound") for r in ok),
         "tensor_pipe_pct": profiled.get("tensor_pipe_pct"),
         "timing_method": first.get("timing_method"),
         "seeds": [r.get("seed") for r in rounds],
+        "per_round": [{k: r.get(k) for k in ROUND_FIELDS} for r in rounds],
     }
 
 
@@ -104,14 +109,15 @@ def render(report: dict) -> str:
              "median over rounds [min-max]. Per round: " + (report["rows"][0].get("timing_method") or "-"
                                                            if report["rows"] else "-"),
              "", ("| stage | M x N x K | status | max rel error | TFLOP/s | vendor | vendor TFLOP/s | ratio | "
-             "tensor pipe % |"), "|---|---|---|---|---|---|---|---|---|"]
+                  "ratio, CUDA graph | host us/call | tensor pipe % |"), "|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in report["rows"]:
         err = f"{row['max_rel_error']:.2e}" if row["max_rel_error"] is not None else "-"
         pipe = f"{row['tensor_pipe_pct']:.1f}" if row["tensor_pipe_pct"] is not None else "-"
         status = row["status"] + (" (launch-bound)" if row["launch_bound"] else "")
         lines.append(f"| {row['stage']} | {'x'.join(map(str, row['shape']))} | {status} | {err} | "
                      f"{_fmt(row['tflops'], 1)} | {row['vendor'] or '-'} | {_fmt(row['vendor_tflops'], 1)} | "
-                     f"{_fmt(row['ratio_vs_vendor'], 3)} | {pipe} |")
+                     f"{_fmt(row['ratio_vs_vendor'], 3)} | {_fmt(row.get('ratio_vs_vendor_graph'), 3)} | "
+                     f"{_fmt(row.get('host_us_per_call'), 1)} | {pipe} |")
     return "\n".join(lines) + "\n"
 
 

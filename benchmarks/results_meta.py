@@ -24,8 +24,13 @@ def _git(*args: str) -> str | None:
 
 
 def git_state() -> dict:
-    """{"commit", "dirty", "source"}: from git in the tree, else from the environment, else unknown (None)."""
-    commit = _git("rev-parse", "HEAD")
+    """{"commit", "dirty", "source"}: from git in the tree, else from the environment, else unknown (None).
+
+    Only a repository whose top level is this tree counts: a copy of the tree inside another checkout (as on
+    the lent GPU, under .stage/) would otherwise report that checkout's HEAD.
+    """
+    top = _git("rev-parse", "--show-toplevel")
+    commit = _git("rev-parse", "HEAD") if top and Path(top).resolve() == ROOT else None
     if commit:
         status = _git("status", "--porcelain", "--untracked-files=no")
         return {"commit": commit, "dirty": bool(status), "source": "git"}

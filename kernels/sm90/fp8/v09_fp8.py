@@ -22,7 +22,10 @@ Figures at 4096^3 with the default knobs, compile-only (ptxas -v, sm_90a): 168 r
 shared, QGMMA.64x256x32 in the consumers. Measured on an H200 (benchmarks/results/sm90_bf16_ladder.json, 2026-11-29;
 do_bench medians, torch._scaled_mm side by side): 1371 TFLOP/s at 4096^3 (1.13x torch._scaled_mm), 1298 at 8192^3
 (1.08x), 1179 at 8192x8192x2048 (1.06x), 1227 at 16384x8192x4096 (1.01x), 95% tensor-pipe active; 256 x 8192 x 8192
-790-822 TFLOP/s (0.77-0.79x; short-kernel timing, unreliable: see the ladder report).
+790-822 TFLOP/s (0.77-0.79x; short-kernel timing, unreliable: see the ladder report). Through the evaluator's
+runtime stage against _scaled_mm with fast accumulation (benchmarks/results/sm90_v09_fp8_h200.md, 2026-12-01,
+median of 3 rounds): 1.016x at 8192^3 (1303 TFLOP/s); launch-bound at 4096^3 and 256 x 8192 x 8192 (0.44x and
+0.27x per call: a launch() call takes ~78 us of host time).
 """
 import torch
 import triton
