@@ -248,17 +248,25 @@ class Worker:
             shutil.rmtree(self.root, ignore_errors=True)
 
 
-def worker_main(control_fd: int, preload: list[str], warmup: list[str], root: str | None) -> None:
-    for name in preload:  # warm imports; a module that fails here is imported (and fails) in the child instead
-        try:
-            importlib.import_module(name)
-        except Exception as exc:  # noqa: BLE001
-            print(f"preload of {name} failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+def _warm(warmup: list[str]) -> None:
     for func in warmup:  # cached results every child inherits
         try:
             _resolve(func)()
         except Exception as exc:  # noqa: BLE001
             print(f"warm-up {func} failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+
+
+def worker_main(control_fd: int, preload: list[str], warmup: list[str], root: str | None) -> None:
+    # The warm-ups (mostly hashing files, which releases the GIL) run beside the imports on a second core; the
+    # thread is joined before the first fork, so every child starts from a single-threaded worker.
+    warming = threading.Thread(target=_warm, args=(warmup,), daemon=True)
+    warming.start()
+    for name in preload:  # warm imports; a module that fails here is imported (and fails) in the child instead
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # noqa: BLE001
+            print(f"preload of {name} failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+    warming.join()
     Worker(socket.socket(fileno=control_fd), Path(root) if root else None).serve()
 
 
