@@ -62,14 +62,20 @@ def whole(run: Path) -> dict:
 
 
 def match(reference: dict, other: dict) -> dict:
+    """Decisions on the candidates both runs judged; `all_match` is None when they judged none in common (the
+    comparison says nothing then)."""
     common = set(reference) & set(other)
     differ = sorted(f"{k[0][:12]} from {k[1][:12]}: {reference[k]} vs {other[k]}" for k in common
                     if reference[k] != other[k])
-    return {"common_candidates": len(common), "decisions_differ": differ, "all_match": not differ}
+    return {"common_candidates": len(common), "decisions_differ": differ,
+            "all_match": (not differ) if common else None}
 
 
 def run_config(args, executor: str, workers: int, runs_dir: Path, extra: list[str]) -> tuple[dict, Path | None]:
     run_id = f"scale-{executor}-{workers}"
+    # Each configuration gets its own runs directory: the tune cache is shared per runs directory, and a shared
+    # one would steer later configurations away from the settings earlier ones rejected (different candidates).
+    runs_dir = runs_dir / run_id
     argv = ["run", "--target", args.target, "--from", args.from_file, "--proposer", args.proposer,
             "--steps", str(args.steps), "--candidates", str(args.candidates), "--seed", str(args.seed),
             "--runs-dir", str(runs_dir), "--run-id", run_id, "--workers", str(workers), *extra]
