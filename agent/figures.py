@@ -25,6 +25,7 @@ class Figures:
     efficiency_measured: float | None
     vs_vendor_measured: float | None
     efficiency_estimate: float | None
+    tflops_estimate: float | None     # the static objective: useful TFLOP/s of the whole kernel, estimated
     registers: int | None
     spills: int | None
     hot_loop_spills: int | None
@@ -48,6 +49,7 @@ def figures(record: dict) -> Figures:
         efficiency_measured=runtime.get("efficiency"),
         vs_vendor_measured=runtime.get("ratio_vs_vendor"),
         efficiency_estimate=static.get("estimated_efficiency"),
+        tflops_estimate=static.get("estimated_tflops"),
         registers=static.get("registers"),
         spills=static.get("spills"),
         hot_loop_spills=static.get("hot_loop_spills"),
@@ -79,6 +81,8 @@ def trailers(record: dict, *, step: int, candidate: int, verdict: str, reason: s
     if f.vs_vendor_measured is not None:
         out["Vs-Vendor-Measured"] = _num(f.vs_vendor_measured)
     out["Efficiency-Estimate"] = _num(f.efficiency_estimate)
+    if f.tflops_estimate is not None:
+        out["TFLOPS-Estimate"] = _num(f.tflops_estimate)
     out["Registers"] = _num(f.registers)
     out["Spills"] = _num(f.spills)
     out["Hot-Loop-Spills"] = _num(f.hot_loop_spills)
@@ -110,9 +114,8 @@ def headline(record: dict) -> str:
     parts = []
     if f.measured:
         parts.append(f"{_num(f.tflops_measured)} TFLOPS (measured)")
-    estimated = (record.get("static") or {}).get("estimated_tflops")
-    if not f.measured and estimated is not None:
-        parts.append(f"{_num(estimated)} TFLOPS (static est.)")
+    if not f.measured and f.tflops_estimate is not None:
+        parts.append(f"{_num(f.tflops_estimate)} TFLOPS (static est.)")
     parts.append(f"eff {_num(f.efficiency_estimate, 3)} (static est.)")
     parts.append(f"regs {_num(f.registers)}")
     parts.append(f"spills {_num(f.spills)}")

@@ -626,6 +626,8 @@ def _trailer_headline(entry: Entry) -> str:
     parts = []
     if t.get("TFLOPS-Measured", "n/a").split()[0] != "n/a":
         parts.append(f"{t['TFLOPS-Measured']} TFLOPS measured")
+    elif "TFLOPS-Estimate" in t:
+        parts.append(f"{t['TFLOPS-Estimate']} TFLOPS static est.")
     parts.append(f"eff {t.get('Efficiency-Estimate', 'n/a')} static est.")
     parts.append(f"spills {t.get('Spills', 'n/a')}")
     return ", ".join(parts)

@@ -132,7 +132,12 @@ def tree(ledger: Ledger) -> str:
     def walk(entry: Entry, prefix: str, last: bool, root: bool) -> None:
         t = entry.trailers
         figure = t.get("TFLOPS-Measured", "n/a").split(" (")[0]
-        figure = f"{figure} TFLOP/s" if figure != "n/a" else f"eff {t.get('Efficiency-Estimate', 'n/a')} (static est.)"
+        if figure != "n/a":
+            figure = f"{figure} TFLOP/s"
+        elif "TFLOPS-Estimate" in t:
+            figure = f"{t['TFLOPS-Estimate']} TFLOP/s (static est.)"
+        else:
+            figure = f"eff {t.get('Efficiency-Estimate', 'n/a')} (static est.)"
         where = "*" if entry.sha in main else entry.ref.removeprefix("refs/")
         branch = "" if root else ("└─ " if last else "├─ ")
         lines.append(f"{prefix}{branch}{_label(entry)} {figure} {where}  {entry.summary.split(' - ', 1)[-1]}")

@@ -186,9 +186,9 @@ def test_history_draws_the_search_tree_and_replay_follows_any_lineage(beam_run, 
     code, out, err = nearpeak(capsys, "history", ledger.path)
     assert code == 0, err
     tree = out.split("search tree of accepted kernels")[1]
-    assert "0.0 eff 0.3 (static est.) *" in tree
-    assert "├─ 1.1 eff 0.4 (static est.) retired/1-1" in tree
-    assert "└─ 1.2 eff 0.35 (static est.) *" in tree and "   └─ 2.2" in tree
+    assert "0.0 300 TFLOP/s (static est.) *" in tree
+    assert "├─ 1.1 400 TFLOP/s (static est.) retired/1-1" in tree
+    assert "└─ 1.2 350 TFLOP/s (static est.) *" in tree and "   └─ 2.2" in tree
     code, out, err = nearpeak(capsys, "replay", ledger.path, "--lineage", "2.1")
     assert code == 0, err
     steps = [line.split()[0] for line in out.splitlines()[3:] if line.strip()]

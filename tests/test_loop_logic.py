@@ -36,6 +36,16 @@ def test_static_mode_accepts_a_better_estimate_and_keeps_a_worse_one_as_an_attem
     assert "candidate 1 idea 1: rejected" in log and "; parent 1.1]" in log
 
 
+def test_the_static_objective_travels_as_a_trailer_into_the_history_the_proposer_reads(tmp_path):
+    ledger, config = make_run(tmp_path, steps=2)
+    proposer = ScriptedProposer(["EFF = 0.5\n"], ["EFF = 0.4\n"])
+    optimize(ledger, config, proposer)
+    assert [e.trailers.get("TFLOPS-Estimate") for e in ledger.main_line()] == ["300", "500"]
+    assert ledger.main_line()[-1].trailers["TFLOPS-Measured"] == "n/a (no GPU run)"
+    seen = {(a.step, a.candidate): a.headline for a in proposer.contexts[1].history}
+    assert seen[(1, 1)].startswith("500 TFLOPS static est., eff 0.5 static est.")
+
+
 def test_the_best_of_several_passing_candidates_is_promoted(tmp_path):
     ledger, config = make_run(tmp_path, steps=1, candidates=3)
     proposer = ScriptedProposer(["EFF = 0.6\n", "EFF = 0.8\n", "EFF = 0.7\n"])
