@@ -18,7 +18,8 @@ from evaluator.targets import DEFAULT_TARGET, get_target, known_targets
 
 from .climb import climb
 from .evaluation import Evaluator
-from .executors import EXECUTORS, LOCAL, RAY, ExecutorError, make_executor
+from .executors import EXECUTORS, LOCAL, RAY, ExecutorError
+from .executors.factory import make_executor
 from .ledger import SCRATCH, LedgerError
 from .loop import KERNEL, Budget, Optimizer
 from .progress import Progress

@@ -10,7 +10,8 @@ import time
 import pytest
 from agent_support import V00, fsck_clean, nearpeak, need
 
-from agent.executors import ExecutorError, Job, make_executor
+from agent.executors import ExecutorError, Job
+from agent.executors.factory import make_executor
 from agent.executors.local import LocalExecutor, visible_devices
 from agent.ledger import Ledger
 

@@ -15,7 +15,6 @@ extra `nearpeak[ray]`), so a run can spread over the hosts of a Ray cluster. Nei
 from __future__ import annotations
 
 from concurrent.futures import Future
-from pathlib import Path
 from typing import Protocol
 
 from .jobs import Job, MeasuredResult
@@ -23,7 +22,7 @@ from .jobs import Job, MeasuredResult
 LOCAL, RAY = "local", "ray"
 EXECUTORS = (LOCAL, RAY)
 
-__all__ = ["EXECUTORS", "LOCAL", "RAY", "Executor", "ExecutorError", "Job", "MeasuredResult", "make_executor"]
+__all__ = ["EXECUTORS", "LOCAL", "RAY", "Executor", "ExecutorError", "Job", "MeasuredResult"]
 
 
 class ExecutorError(Exception):
@@ -38,19 +37,3 @@ class Executor(Protocol):
     def submit_measured(self, job: Job, static_record: dict) -> Future: ...
 
     def close(self) -> None: ...
-
-
-def make_executor(kind: str, *, workers: int | None, backend: str, cache_dir: Path, run_id: str,
-                  ray_address: str | None = None, cpu_workers: int | None = None) -> Executor:
-    """The executor a run asked for. `workers` is the number of GPU workers (None: one that sees this process's
-    GPUs; with Ray, the GPUs of the local instance it starts); `cache_dir` is the run's Triton cache for local
-    workers (Ray workers keep theirs per host)."""
-    if kind == LOCAL:
-        from .local import LocalExecutor
-
-        return LocalExecutor(gpu_workers=workers, cpu_workers=cpu_workers, backend=backend, cache_dir=cache_dir)
-    if kind == RAY:
-        from .ray_cluster import RayExecutor
-
-        return RayExecutor(address=ray_address, run_id=run_id, num_gpus=workers, num_cpus=cpu_workers)
-    raise ExecutorError(f"unknown executor {kind!r}; choose one of {', '.join(EXECUTORS)}")
