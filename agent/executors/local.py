@@ -52,8 +52,9 @@ class LocalExecutor:
             devices.put(device)
         self.gpu = ProcessPoolExecutor(count, mp_context=context, initializer=_gpu_worker_init,
                                        initargs=(str(cache_dir), variable, devices))
-        pinned = f" pinned to {variable}={','.join(ids)}" if ids else ""
-        self.description = f"local: {count} GPU worker(s){pinned}, {cpu_workers} CPU worker(s) for static screens"
+        measured = (f"{count} GPU worker(s) pinned to {variable}={','.join(ids)}" if ids
+                    else "1 worker for measured work (it sees the GPUs this process sees, if any)")
+        self.description = f"local: {measured}, {cpu_workers} CPU worker(s) for static screens"
 
     def submit_static(self, job: Job) -> Future:
         return self.cpu.submit(static_job, job)
