@@ -66,10 +66,6 @@ class Search:
     beam: int
     seed: int
 
-    @property
-    def size(self) -> int:
-        return 1 if self.strategy == GREEDY else self.beam
-
     def population(self, accepted: list[Member], main_head: str) -> list[Member]:
         """The current population, best first, from every accepted kernel of the run (root included)."""
         if self.strategy == GREEDY:
