@@ -200,7 +200,8 @@ def _executor(args, config, ledger):
     if args.workers and args.executor == RAY and args.ray_address:
         raise CommandError("--workers sizes the local workers or a local Ray instance, not a Ray cluster given by "
                            "--ray-address (its GPUs are what it has)")
-    return make_executor(args.executor, workers=args.workers, backend=get_target(config.target).backend,
+    return make_executor(args.executor, workers=args.workers,
+                         device_variable=get_target(config.target).toolchain.visible_devices,
                          cache_dir=ledger.path / SCRATCH / "triton-cache", run_id=config.run_id,
                          ray_address=args.ray_address)
 

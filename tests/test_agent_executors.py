@@ -44,7 +44,8 @@ def test_gpu_workers_take_the_visible_devices_in_order(monkeypatch):
 
 def test_each_local_gpu_worker_is_pinned_to_its_own_device(monkeypatch, tmp_path):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5,7")
-    executor = LocalExecutor(gpu_workers=2, cpu_workers=1, backend="cuda", cache_dir=tmp_path / "cache")
+    executor = LocalExecutor(gpu_workers=2, cpu_workers=1, device_variable="CUDA_VISIBLE_DEVICES",
+                             cache_dir=tmp_path / "cache")
     try:
         seen = [f.result(timeout=60) for f in [executor.gpu.submit(worker_env) for _ in range(6)]]
         cpu = executor.cpu.submit(worker_env).result(timeout=60)
@@ -59,13 +60,13 @@ def test_each_local_gpu_worker_is_pinned_to_its_own_device(monkeypatch, tmp_path
 def test_ray_missing_gives_an_install_hint(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "ray", None)
     with pytest.raises(ExecutorError, match=r"pip install 'nearpeak\[ray\]'"):
-        make_executor("ray", workers=None, backend="hip", cache_dir=tmp_path, run_id="x")
+        make_executor("ray", workers=None, device_variable="HIP_VISIBLE_DEVICES", cache_dir=tmp_path, run_id="x")
 
 
 @pytest.mark.slow
 def test_static_screens_share_the_runs_triton_cache(start, tmp_path):
     cache = tmp_path / "triton-cache"
-    executor = LocalExecutor(gpu_workers=None, cpu_workers=1, backend="hip", cache_dir=cache)
+    executor = LocalExecutor(gpu_workers=None, cpu_workers=1, device_variable="HIP_VISIBLE_DEVICES", cache_dir=cache)
     job = Job(number=1, source=start.read_text(), parent_source=start.read_text(), target="gfx950", min_gain=0.01,
               max_spills=0)
     try:

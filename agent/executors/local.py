@@ -3,7 +3,7 @@
 Workers are plain processes started with `spawn` (no state inherited from the driver's threads); each
 evaluation inside them still runs in fresh sandboxed processes, so a worker only dispatches and waits. GPU
 workers take their device from a queue as they start, so with `--workers N` worker i sees only the i-th
-visible GPU (through the backend's *_VISIBLE_DEVICES variable) and jobs go to whichever worker is free.
+visible GPU (through the toolchain's *_VISIBLE_DEVICES variable) and jobs go to whichever worker is free.
 """
 from __future__ import annotations
 
@@ -14,8 +14,6 @@ from pathlib import Path
 
 from . import ExecutorError
 from .jobs import Job, configure_worker, measured_job, static_job
-
-VISIBLE_DEVICES = {"cuda": "CUDA_VISIBLE_DEVICES", "hip": "HIP_VISIBLE_DEVICES"}  # by Triton backend
 
 
 def visible_devices(variable: str, count: int) -> list[str]:
@@ -37,12 +35,14 @@ def _gpu_worker_init(cache_dir: str, variable: str | None, devices) -> None:
 
 
 class LocalExecutor:
-    def __init__(self, gpu_workers: int | None, cpu_workers: int | None, backend: str, cache_dir: Path):
+    def __init__(self, gpu_workers: int | None, cpu_workers: int | None, device_variable: str | None,
+                 cache_dir: Path):
+        """`device_variable` is the driver's variable that pins a worker to one GPU (the target toolchain's)."""
         context = multiprocessing.get_context("spawn")
         cpu_workers = cpu_workers or default_cpu_workers()
         self.cpu = ProcessPoolExecutor(cpu_workers, mp_context=context, initializer=configure_worker,
                                        initargs=(str(cache_dir),))
-        variable = VISIBLE_DEVICES.get(backend)
+        variable = device_variable
         if gpu_workers is None or variable is None:  # one worker that sees what the driver sees
             count, variable, ids = 1, None, []
         else:

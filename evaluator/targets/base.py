@@ -26,6 +26,7 @@ class Toolchain(Protocol):
 
     isa: str                                   # name of the assembly part Triton emits: "amdgcn", "sass"
     device_files: str                          # glob of the driver's device files: a cheap "is a GPU here?"
+    visible_devices: str                       # the driver's variable that limits a process to some GPUs
     static_fields: tuple[str, ...]             # the static-record fields only this family reports
     artifact_parts: tuple[str, ...]            # compiler outputs `nearpeak eval --dump` writes, in order
     report_fields: tuple[ReportField, ...]     # what `format_record` shows of the static record

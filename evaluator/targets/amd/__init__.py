@@ -26,6 +26,7 @@ class AmdToolchain:
     costs: AmdCosts = field(default_factory=AmdCosts)
 
     static_fields = static.STATIC_FIELDS
+    visible_devices = "HIP_VISIBLE_DEVICES"
     device_files = "/dev/kfd"  # the ROCm kernel driver's device file: present only where a GPU of the family is
     isa = "amdgcn"
     artifact_parts = ("ttgir", "llir", "amdgcn")

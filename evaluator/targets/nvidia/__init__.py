@@ -23,6 +23,7 @@ class NvidiaToolchain:
     costs: NvCosts = field(default_factory=NvCosts)
 
     static_fields = static.STATIC_FIELDS
+    visible_devices = "CUDA_VISIBLE_DEVICES"
     device_files = "/dev/nvidia*"  # the NVIDIA driver's device files: present only where a GPU of the family is
     isa = "sass"
     artifact_parts = ("ttgir", "llir", "ptx", "sass")
