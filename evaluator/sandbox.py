@@ -36,8 +36,6 @@ from typing import Any
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
-VERDICTS = ("ok", "timeout", "crashed", "runtime_fault", "error", "output_flood")
-
 DEFAULT_OUTPUT_KEEP = 16 * 1024           # bytes of head and of tail kept per stream
 DEFAULT_FLOOD_BYTES = 32 * 1024 * 1024    # total bytes on one stream that count as an output flood
 
