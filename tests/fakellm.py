@@ -3,7 +3,9 @@
 Each POST to /v1/chat/completions takes the next action from the script and behaves the way real endpoints
 do on a bad day:
 
-* `Reply`: a well-formed completion (with token usage), optionally after a delay;
+* `Reply`: a well-formed completion (with token usage), optionally after a delay, or held until its `gate`
+  (a condition the test names, e.g. "all K requests have arrived") holds, which orders events without
+  guessing how long a loaded machine takes;
 * `Status`: an HTTP error with a JSON error body and headers (401, 404 unknown model, 429 + Retry-After, 500);
 * `Raw`: any status, content type and body, e.g. a 200 whose JSON is cut off, or an HTML error page;
 * `Stall`: the status line and headers, then a part of the body, then silence for `seconds`.
@@ -16,8 +18,11 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+GATE_LIMIT_S = 60.0   # a gate that never opens sends its reply anyway, for the test's assertions to catch
 
 
 @dataclass(frozen=True)
@@ -26,6 +31,7 @@ class Reply:
     prompt_tokens: int = 100
     completion_tokens: int = 50
     delay: float = 0.0
+    gate: Callable[[], bool] | None = None   # held until this returns True (at most GATE_LIMIT_S)
 
 
 @dataclass(frozen=True)
@@ -157,9 +163,17 @@ class FakeLLM:
                 elif isinstance(action, Stall):
                     self._stall(action)
                 else:
+                    if action.gate is not None:
+                        _wait_for(action.gate)
                     time.sleep(action.delay)
                     payload = completion(action.content, body.get("model", "fake"), action.prompt_tokens,
                                          action.completion_tokens)
                     self._send(200, json.dumps(payload).encode())
 
         return Handler
+
+
+def _wait_for(condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + GATE_LIMIT_S
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.02)

@@ -234,10 +234,14 @@ def test_the_k_requests_of_a_step_differ_and_overlap_in_time():
 
 
 def test_a_retry_is_told_what_its_siblings_proposed_meanwhile():
-    script = [Reply(edit(3, "Unroll the loop")), Reply("no edit", delay=0.4), Reply(edit(4, "Pad the LDS"))]
+    lines: list[str] = []
+    # Both requests are sent (each with the siblings it knew of: none) before the first edit comes back, and
+    # the unusable reply waits until the proposer has received that edit, so its retry must mention it.
+    script = [Reply(edit(3, "Unroll the loop"), gate=lambda: len(server.log) >= 2),
+              Reply("no edit", gate=lambda: any(": received " in line for line in lines)),
+              Reply(edit(4, "Pad the LDS"))]
     with FakeLLM(script) as server:
-        # Whichever request gets the slow unusable reply retries after its sibling's edit arrived.
-        results = list(proposer(server, []).propose(context(count=2)))
+        results = list(proposer(server, lines, request_timeout=120.0).propose(context(count=2)))
         retry = server.requests[2]["messages"]
     assert sorted(r.title for r in results) == ["Pad the LDS to 4.", "Unroll the loop to 3."]
     assert retry[-1]["content"].startswith("Your reply could not be applied")
