@@ -153,7 +153,13 @@ def test_token_budget_stops_the_run_cleanly(capsys, start, tmp_path):
 
 def test_best_passing_candidate_of_a_step_is_promoted_to_main(capsys, start, tmp_path):
     whole = "Async copies into LDS.\n```python\n" + need(V02).read_text() + "```\n"
-    script = [Reply(whole), Reply(knob_edit(start.read_text()), delay=0.5)]  # the whole file arrives first
+    run = tmp_path / "llm"
+    # The whole file arrives first: the knob edit is held until the loop has committed it as candidate 1.
+
+    def committed() -> bool:
+        return run.is_dir() and len(Ledger(run).proposals()) >= 1
+
+    script = [Reply(whole), Reply(knob_edit(start.read_text()), gate=committed)]
     code, _, err, _, run = run_llm(capsys, start, tmp_path, script, "--steps", "1", "--candidates", "2")
     assert code == 0, err
     # Candidate 1 passed but was not the last of its step: kept on its attempt ref until the step ended,
