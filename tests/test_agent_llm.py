@@ -252,17 +252,24 @@ def test_snippets_already_applied_edits_and_python3_fences_end_to_end(capsys, st
 
 def test_k_candidates_are_asked_concurrently_and_all_judged(capsys, start, tmp_path):
     source = start.read_text()
-    replies = [Reply(knob_change(source, "BLOCK_K", 64, 32, "Halve BLOCK_K."), delay=0.8),
-               Reply(knob_change(source, "num_warps", 4, 8, "Eight waves."), delay=0.8),
-               Reply(knob_change(source, "BLOCK_M", 256, 128, "Smaller M tile."), delay=0.8)]
+    # No reply leaves the server before all three requests have arrived: sequential requests would hold the
+    # first one until the gate gives up (60 s) and fail the overlap check below.
+    def together() -> bool:
+        return len(server.log) >= 3
+
+    replies = [Reply(knob_change(source, "BLOCK_K", 64, 32, "Halve BLOCK_K."), gate=together),
+               Reply(knob_change(source, "num_warps", 4, 8, "Eight waves."), gate=together),
+               Reply(knob_change(source, "BLOCK_M", 256, 128, "Smaller M tile."), gate=together)]
     with FakeLLM(replies) as server:
         code, _, err = nearpeak(capsys, "run", "--target", "gfx950", "--from", start, "--proposer", "llm",
                                 "--base-url", server.base_url, "--runs-dir", tmp_path, "--run-id", "k3",
                                 "--steps", "1", "--candidates", "3", "--seed", "7")
         log = server.log
     assert code == 0, err
-    assert max(r.arrived for r in log) < min(r.finished for r in log)  # all three in flight together
-    assert len({r.body["seed"] for r in log}) == 3
+    seen = [(r.body.get("seed"), round(r.arrived, 3), r.finished and round(r.finished, 3)) for r in log]
+    assert len(log) == 3, (seen, err)  # one request per candidate, none retried
+    assert max(r.arrived for r in log) < min(r.finished for r in log), seen  # all three in flight together
+    assert sorted(r.body["seed"] for r in log) == sorted(request_seed(7, 1, k) for k in (1, 2, 3)), (seen, err)
     assert len({r.messages[-1]["content"] for r in log}) == 3
     run = tmp_path / "k3"
     ledger = Ledger(run)
