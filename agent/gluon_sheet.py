@@ -14,6 +14,8 @@ import importlib
 import inspect
 from collections.abc import Iterable
 
+from evaluator.policy import attribute_chain
+
 GLUON = "triton.experimental.gluon"
 VENDOR_PARTS = ("amd", "nvidia")            # Triton's vendor subpackages of Gluon
 ALSO_LISTED = ("allocate_shared_memory", "warp_specialize", "convert_layout")
@@ -34,16 +36,6 @@ def _aliases(tree: ast.Module) -> dict[str, str]:
     return names
 
 
-def _dotted(node: ast.AST) -> list[str] | None:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        return [node.id, *reversed(parts)]
-    return None
-
-
 def used_names(sources: Iterable[str]) -> list[str]:
     """Full dotted paths of the Gluon names the sources use (longest attribute chains), sorted."""
     found = set()
@@ -57,7 +49,7 @@ def used_names(sources: Iterable[str]) -> list[str]:
                    for child in [node.value]}
         for node in ast.walk(tree):
             if isinstance(node, (ast.Attribute, ast.Name)) and id(node) not in parents:
-                chain = _dotted(node)
+                chain = attribute_chain(node)
                 if chain and chain[0] in aliases:
                     found.add(".".join([aliases[chain[0]], *chain[1:]]))
     return sorted(found)

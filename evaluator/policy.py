@@ -111,7 +111,7 @@ def _has_blas(name: str) -> bool:
     return any(marker in name.lower() for marker in BLAS_MARKERS)
 
 
-def _dotted(node: ast.AST) -> list[str] | None:
+def attribute_chain(node: ast.AST) -> list[str] | None:
     """`a.b.c` -> ["a", "b", "c"]; None for anything that is not a plain attribute chain."""
     parts = []
     while isinstance(node, ast.Attribute):
@@ -126,7 +126,7 @@ def _dotted(node: ast.AST) -> list[str] | None:
 def _is_jit_decorated(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     for deco in func.decorator_list:
         target = deco.func if isinstance(deco, ast.Call) else deco
-        chain = _dotted(target)
+        chain = attribute_chain(target)
         if chain and chain[-1] in JIT_DECORATORS:
             return True
     return False
@@ -151,7 +151,7 @@ class _Checker(ast.NodeVisitor):
 
     def resolve(self, node: ast.AST) -> str | None:
         """Dotted path through an import alias (`F.linear` -> `torch.nn.functional.linear`), else None."""
-        chain = _dotted(node)
+        chain = attribute_chain(node)
         if not chain or chain[0] not in self.imported:
             return None
         return ".".join([self.imported[chain[0]], *chain[1:]])
@@ -251,7 +251,7 @@ class _Checker(ast.NodeVisitor):
             self.add("file_io", node, f"open() of {path.value!r}, outside the scratch directory")
 
     def check_reflective(self, node: ast.Call, name: str) -> None:
-        target = self.resolve(node.args[0]) if _dotted(node.args[0]) else None
+        target = self.resolve(node.args[0]) if attribute_chain(node.args[0]) else None
         attr = node.args[1] if len(node.args) > 1 else None
         literal = attr.value if isinstance(attr, ast.Constant) and isinstance(attr.value, str) else None
         if literal is None:
@@ -267,7 +267,7 @@ class _Checker(ast.NodeVisitor):
 
     def check_method_call(self, node: ast.Call, func: ast.Attribute, full: str | None) -> None:
         attr = func.attr
-        receiver = self.resolve(func.value) if _dotted(func.value) else None
+        receiver = self.resolve(func.value) if attribute_chain(func.value) else None
         root = (full or "").split(".")[0]
         if full is None and attr in GEMM_METHODS and not self.jit_depth:
             self.add("vendor_gemm", node, f".{attr}() on a tensor computes the GEMM in the vendor library")
@@ -305,7 +305,7 @@ class _Checker(ast.NodeVisitor):
 
     def visit_Assign(self, node: ast.Assign) -> None:
         self.check_targets(node, node.targets)
-        value = self.resolve(node.value) if _dotted(node.value) else None
+        value = self.resolve(node.value) if attribute_chain(node.value) else None
         for target in node.targets:
             if isinstance(target, ast.Name):
                 if value is not None:
