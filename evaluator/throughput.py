@@ -157,6 +157,25 @@ class ModelInputs:
                 "overheads": asdict(self.overheads), "operand_bytes_per_cycle": self.operand_bytes_per_cycle}
 
     @classmethod
+    def for_loop(cls, work: MatrixWork, estimate, residency: Residency, simds_per_cu: int,
+                 operand_bytes_per_cycle: float | None, first_load_latency: float, loads_after_loop: bool,
+                 epilogue_cycles: float) -> ModelInputs:
+        """The inputs from a target's hot-loop estimate (`iteration_cycles`, `matrix_cycles`, `stall_cycles`):
+        consumer warps spread over the CU/SM's SIMDs; a tile is prefetched across tiles by a producer, or by a
+        persistent kernel that loads nothing after its K loop."""
+        stalls = sum(estimate.stall_cycles.values())
+        return cls(
+            work=work,
+            loop=StreamLoop(estimate.iteration_cycles, estimate.matrix_cycles,
+                            max(0.0, estimate.iteration_cycles - stalls)),
+            streams_per_cta=max(1, math.ceil(work.consumer_warps / simds_per_cu)),
+            residency=residency,
+            operand_bytes_per_cycle=operand_bytes_per_cycle,
+            overheads=TileOverheads(first_load_latency,
+                                    work.warp_specialized or (work.persistent and not loads_after_loop),
+                                    epilogue_cycles))
+
+    @classmethod
     def from_dict(cls, data: dict) -> ModelInputs:
         work = {k: v for k, v in data["work"].items() if k != "useful_area"}
         residency = {k: v for k, v in data["residency"].items() if k != "limited_by"}

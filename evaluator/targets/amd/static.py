@@ -10,7 +10,7 @@ from ...isa.common import Loop
 from ...isa.loop_view import loop_view
 from ...isa.ttgir import shared_layout_kinds
 from ...records import StaticRecord
-from ...throughput import ModelInputs, Residency, StreamLoop, TileOverheads
+from ...throughput import ModelInputs, Residency
 from ...work import MatrixWork, matrix_work
 from . import amdgcn
 from .model import AmdCosts, estimate_amdgcn
@@ -62,15 +62,9 @@ def model_inputs(flow, loop, estimate, work: MatrixWork, total_vgprs: int, lds: 
     after = flow.after(loop)
     epilogue = estimate_amdgcn(after, target.matrix_cycles, costs).iteration_cycles if after else 0.0
     tile_loads = any(amdgcn.classify(i) in ("global_load", "buffer_load", "direct_to_lds_load") for i in after)
-    stalls = sum(estimate.stall_cycles.values())
-    return ModelInputs(
-        work=work,
-        loop=StreamLoop(estimate.iteration_cycles, estimate.matrix_cycles, max(0.0, estimate.iteration_cycles - stalls)),
-        streams_per_cta=max(1, math.ceil(work.consumer_warps / target.simds_per_cu)),
-        residency=residency(total_vgprs, lds, work.total_warps, target),
-        operand_bytes_per_cycle=costs.operand_bytes_per_clock,
-        overheads=TileOverheads(float(costs.vmem_latency), work.warp_specialized or (work.persistent and not tile_loads),
-                                epilogue))
+    return ModelInputs.for_loop(work, estimate, residency(total_vgprs, lds, work.total_warps, target),
+                                target.simds_per_cu, costs.operand_bytes_per_clock, float(costs.vmem_latency),
+                                tile_loads, epilogue)
 
 
 def analyze_kernel(kernel: CompiledKernel, target: Target, costs: AmdCosts) -> StaticRecord:

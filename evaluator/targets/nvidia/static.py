@@ -2,14 +2,13 @@
 disassembly, occupancy, and the hot loop's static efficiency estimate."""
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ...isa.common import Loop
 from ...isa.loop_view import loop_view
 from ...records import StaticRecord
-from ...throughput import ModelInputs, Residency, StreamLoop, TileOverheads
+from ...throughput import ModelInputs, Residency
 from ...work import MatrixWork, matrix_work
 from . import sass
 from .model import NvCosts, estimate_sass
@@ -60,15 +59,9 @@ def model_inputs(flow, loop, estimate, work: MatrixWork, registers: int, shared_
     epilogue = estimate_sass(after, target.matrix_cycles, 0, costs).iteration_cycles if after else 0.0
     tile_loads = any(sass.classify(i) in _LOADS for i in after)
     tma = any(sass.classify(i) == "tma_load" for b in flow.blocks for i in b.instructions)
-    stalls = sum(estimate.stall_cycles.values())
-    return ModelInputs(
-        work=work,
-        loop=StreamLoop(estimate.iteration_cycles, estimate.matrix_cycles, max(0.0, estimate.iteration_cycles - stalls)),
-        streams_per_cta=max(1, math.ceil(work.consumer_warps / target.simds_per_cu)),
-        residency=residency(registers, shared_bytes, work.total_warps, target),
-        operand_bytes_per_cycle=costs.operand_bytes_per_clock,
-        overheads=TileOverheads(float(costs.tma_latency if tma else costs.gmem_latency),
-                                work.warp_specialized or (work.persistent and not tile_loads), epilogue))
+    return ModelInputs.for_loop(work, estimate, residency(registers, shared_bytes, work.total_warps, target),
+                                target.simds_per_cu, costs.operand_bytes_per_clock,
+                                float(costs.tma_latency if tma else costs.gmem_latency), tile_loads, epilogue)
 
 
 def analyze_kernel(kernel: CompiledKernel, target: Target, costs: NvCosts) -> StaticRecord:
