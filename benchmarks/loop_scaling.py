@@ -22,7 +22,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from loop_throughput import run_timed, summarize
+from results_meta import markdown_lines, run_metadata
 
 from agent.ledger import Ledger
 
@@ -97,7 +97,7 @@ def run_config(args, executor: str, workers: int, runs_dir: Path, extra: list[st
 
 
 def markdown(result: dict) -> str:
-    lines = [f"# Loop scaling ({result['date_utc']})", "", f"- host GPUs: {result['gpus']}",
+    lines = ["# Loop scaling", "", *markdown_lines(result), f"- host GPUs: {result['gpus']}",
              f"- base command: `{result['base']}`", "",
              ("| executor | workers | loop wall s | candidates | per hour | speedup vs 1 | GPU busy | decisions "
              "match | ledger whole |"),
@@ -136,7 +136,16 @@ def main(argv: list[str] | None = None) -> int:
     runs_dir = Path(args.runs_dir or tempfile.mkdtemp(prefix="nearpeak-scaling-"))
     base = (f"nearpeak run --target {args.target} --from {args.from_file} --proposer {args.proposer} --steps "
             f"{args.steps} --candidates {args.candidates} --seed {args.seed} " + " ".join(extra))
-    records = []
+    records: list[dict] = []
+    result = {"benchmark": "loop_scaling", **run_metadata(argv), "gpus": gpus, "base": base,
+              "runs_dir": str(runs_dir), "records": records}
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+
+    def save() -> None:  # after every configuration: a call cut short keeps what it finished
+        out.write_text(json.dumps(result, indent=1) + "\n")
+        out.with_suffix(".md").write_text(markdown(result))
+
     for executor in executors:
         reference_rate, reference_run = None, None
         for workers in counts:
@@ -153,12 +162,8 @@ def main(argv: list[str] | None = None) -> int:
                 record["decisions_vs_1"] = (match(decisions(reference_run), decisions(run))
                                             if reference_run is not None and counts[0] == 1 else None)
             records.append(record)
-    result = {"benchmark": "loop_scaling", "date_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-              "gpus": gpus, "base": base, "runs_dir": str(runs_dir), "records": records}
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1) + "\n")
-    out.with_suffix(".md").write_text(markdown(result))
+            save()
+    save()
     print(markdown(result))
     return 0 if all("error" not in r for r in records) else 1
 

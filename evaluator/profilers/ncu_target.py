@@ -1,9 +1,12 @@
 """The program the profilers run: launch one candidate a few times on fresh random inputs, then exit.
 
-    python -m evaluator.profilers.ncu_target FILE --shape M N K [--knobs JSON] [--seed S] [--launches N]
+    python -m evaluator.profilers.ncu_target FILE --shape M N K [--knobs JSON] [--seed S] [--launches N] [--vendor]
 
 It does nothing else on the GPU besides filling inputs, so a profiler filtered by the candidate's kernel
-names sees only the candidate's launches. `driver_command` is that command line and `run_profiler` runs a
+names sees only the candidate's launches. The launches are bracketed by cudaProfilerStart/Stop, so a profiler
+started with `--profile-from-start off` sees them alone, whatever their kernels are called. `--vendor`
+launches the fair vendor baseline on the same operands instead (`evaluator.runtime.timing.vendor_call`), to
+profile the library a candidate is compared against. `driver_command` is that command line and `run_profiler` runs a
 profiler's argv wrapped around it; both profilers (ncu, rocprofv3) use them.
 """
 from __future__ import annotations
@@ -38,23 +41,38 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--knobs", default="{}", help="JSON object of knob overrides")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--launches", type=int, default=3)
+    parser.add_argument("--vendor", action="store_true", help="launch the fair vendor baseline instead")
     args = parser.parse_args(argv)
 
     import torch
 
     from ..contract import load_candidate
     from ..runtime.correctness import generator_for, make_arguments, shape_seed
+    from ..runtime.timing import vendor_call
 
     module, spec = load_candidate(args.file)
     shape = tuple(args.shape or spec.benchmark_shape)
     knobs = {**spec.knobs, **json.loads(args.knobs)}
     device = torch.device("cuda", torch.cuda.current_device())
     launch_args = make_arguments(spec, shape, device, generator_for(device, shape_seed(args.seed, shape)))
-    for _ in range(args.launches):
-        module.launch(**launch_args, **knobs)
+    if args.vendor:
+        call, name = vendor_call(spec, launch_args)
+        if call is None:
+            print(json.dumps({"error": name}), file=sys.stderr)
+            return 2
+    else:
+        def call():
+            module.launch(**launch_args, **knobs)
+    call()  # warm-up outside the profiled range: JIT compile, library heuristics
     torch.cuda.synchronize()
-    finite = bool(torch.isfinite(launch_args["c"].float()).all())
-    print(json.dumps({"launches": args.launches, "shape": list(shape), "output_finite": finite}), file=sys.stderr)
+    torch.cuda.cudart().cudaProfilerStart()
+    for _ in range(args.launches):
+        call()
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStop()
+    finite = None if args.vendor else bool(torch.isfinite(launch_args["c"].float()).all())
+    print(json.dumps({"launches": args.launches, "shape": list(shape), "output_finite": finite,
+                      "vendor": name if args.vendor else None}), file=sys.stderr)
     return 0
 
 
