@@ -3,9 +3,11 @@
 `score_file` is the static scorer behind `nearpeak eval FILE`: a contract kernel, or any Gluon/Triton file
 through `--entry`, compiled for its target in a fresh process under a wall-clock limit, so that a compiler
 abort, a hang or a flood of output ends as a record (`crashed`, `timeout`, `output_flood`), never as the
-end of the caller. Contract files pass the static policy first (as in `evaluator.api.evaluate`); foreign
-files are scored as their authors wrote them, so they are held only to the policy's containment rules (no
-process control, networking, FFI or reaching into the scorer: `check_policy(..., foreign=True)`).
+end of the caller. The sandboxed stage itself is `evaluator.isolated.static_isolated`, the static half of
+`evaluator.api.evaluate`: contract files pass the static policy first; foreign files are scored as their
+authors wrote them, so they are held only to the policy's containment rules (no process control,
+networking, FFI or reaching into the scorer: `check_policy(..., foreign=True)`). This module adds what a
+command line wants on top: the file named as given, a note when `--target` overrides the file's TARGET.
 
 `run_batch` scores many files with `jobs` of those processes at a time, hands each record over (and
 appends it to a JSON Lines file) as soon as its file is done, and can skip files a previous run already
@@ -20,17 +22,13 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from . import SCHEMA_VERSION
-from .compile import compiler_diagnostic, last_compiler_message
 from .contract import read_constant
 from .errors import UsageError
-from .isolated import STATIC_MEMORY_MB, run_guarded
-from .policy import check_policy, record_fields
+from .isolated import static_isolated
 from .report import pct, table
-from .stages import evaluate_foreign, evaluate_static
+from .stages import base_record
 
 SANDBOX_KIND = "a child forked per file from a warm sandbox worker (evaluator.sandbox.SandboxWorker)"
 DEFAULT_FILE_TIMEOUT_S = 120.0   # one static evaluation: a cold compile of a large kernel takes seconds
@@ -56,14 +54,6 @@ class ScoreOptions:
 # One file
 
 
-def score_in_child(path: str, target: str | None, entry: str | None, args: list[str], config: int | None,
-                   shape: list | None, knobs: dict | None, dump_dir: str | None) -> list[dict]:
-    """The sandboxed child's side of `score_file`: the evaluation records of one file."""
-    if entry:
-        return evaluate_foreign(path, entry, args, target, config, dump_dir=dump_dir)
-    return [evaluate_static(path, target, tuple(shape) if shape else None, knobs or None, dump_dir=dump_dir)]
-
-
 def declared_target(path: str | Path) -> str | None:
     """The file's `TARGET = "..."` declaration, read without running it."""
     try:
@@ -82,78 +72,24 @@ def target_note(path: str | Path, target: str | None) -> str | None:
     return None
 
 
-def _triton_version() -> str | None:
-    try:
-        return version("triton")
-    except PackageNotFoundError:
-        return None
-
-
 def failure_record(path: str | None, target: str | None, status: str, message: str, **extra) -> dict:
-    """A record for a file that produced none of its own (policy, sandbox verdict, usage)."""
-    return {"schema": SCHEMA_VERSION, "status": status, "message": message, "file": path, "line": None,
-            "target": target, "triton_version": _triton_version(), **extra}
-
-
-def _refine_compile_error(record: dict, stderr: str, candidate: str) -> None:
-    """Triton's passes print the located reason to stderr and raise only "error encountered during parsing":
-    take the line and reason from the diagnostic when it names the candidate file."""
-    found = compiler_diagnostic(stderr, candidate)
-    if found:
-        record["line"], reason = found
-        record["message"] = f"compile error: {reason}"
-
-
-def _sandbox_record(path: str, target: str | None, result, timeout_s: float) -> dict:
-    said = last_compiler_message(result.stderr_tail)
-    messages = {
-        "timeout": f"no result within {timeout_s:g} s; its process group was killed",
-        "crashed": f"the evaluation process died ({result.message})"
-                   + (f"; the compiler's last message: {said}" if said else ""),
-        "output_flood": "the evaluation flooded its output; its process group was killed",
-        "runtime_fault": f"GPU fault: {result.message}",
-        "error": f"the scorer itself failed: {result.message}",
-    }
-    return failure_record(path, target, result.verdict, messages.get(result.verdict, str(result.message)))
+    """A record for a request that never reached a file's evaluation (a usage error of the command line)."""
+    return {**base_record(path, target), "file": path, "status": status, "message": message, **extra}
 
 
 def score_file(path: str, options: ScoreOptions) -> list[dict]:
-    """Static records of one file (one per autotune config) from a fresh sandboxed process; never raises for
-    anything the file does. `file` in each record is `path` as given."""
+    """Static records of one file (one per autotune config) from a fresh sandboxed process
+    (`evaluator.isolated.static_isolated`); never raises for anything the file does. `file` in each record is
+    `path` as given."""
     resolved = Path(path).resolve()
-    if not resolved.is_file():
-        return [failure_record(path, options.target, "not_found", "no such kernel file")]
-    target = options.target or declared_target(resolved)
-    if options.entry and not target:
-        return [failure_record(path, None, "usage_error",
-                               "--entry needs --target: the file declares no TARGET")]
-    violations = check_policy(resolved, foreign=bool(options.entry))
-    if violations:
-        return [failure_record(path, target, **record_fields(violations))]
-    guarded = run_guarded("evaluator.batch:score_in_child",
-                          {"path": str(resolved), "target": target, "entry": options.entry,
-                           "args": list(options.args), "config": options.config,
-                           "shape": list(options.shape) if options.shape else None, "knobs": dict(options.knobs),
-                           "dump_dir": str(Path(options.dump_dir).resolve()) if options.dump_dir else None},
-                          timeout_s=options.timeout_s, memory_mb=STATIC_MEMORY_MB)
-    result = guarded.result
-    note = target_note(path, options.target)
-    sandbox = [{"stage": "static", "verdict": result.verdict, "wall_s": result.wall_s, "exit_code": result.exit_code,
-                "signal": result.signal, "message": result.message}]
-    if guarded.tampered:
-        return [failure_record(path, target, "tampered", "evaluator files changed while the file was scored: "
-                               + ", ".join(guarded.tampered), integrity={"changed": list(guarded.tampered)},
-                               sandbox=sandbox)]
-    if not result.ok:
-        record = {**_sandbox_record(path, target, result, options.timeout_s), "sandbox": sandbox}
-        return [{**record, "note": note} if note else record]
-    records = result.value
+    records = static_isolated(resolved, options.target or declared_target(resolved), entry=options.entry,
+                              args=list(options.args), config=options.config, shape=options.shape,
+                              knobs=dict(options.knobs) or None, dump_dir=options.dump_dir,
+                              timeout_s=options.timeout_s)
+    note = target_note(path, options.target) if resolved.is_file() else None
     for record in records:
         if record.get("file") == str(resolved):
             record["file"] = path
-        if record.get("status") == "compile_error":
-            _refine_compile_error(record, result.stderr_tail, str(resolved))
-        record["sandbox"] = sandbox
         if note:
             record["note"] = note
     return records

@@ -1,9 +1,8 @@
 """The hardened evaluation path: policy check, then each stage in its own sandboxed process.
 
-Every evaluation of a contract file someone handed in (`evaluate_isolated`, `compare_isolated`) goes through
-the same steps (the static scorer of `nearpeak eval`, `evaluator.batch.score_file`, takes the first three for
-contract and foreign files alike), and nothing the candidate does can take the caller down or quietly improve its
-own score:
+Every evaluation of a file someone handed in (`evaluate_isolated`, `compare_isolated`, and `static_isolated`,
+the static stage alone, which the scorer of `nearpeak eval` runs for contract and foreign files alike) goes
+through the same steps, and nothing the candidate does can take the caller down or quietly improve its own score:
 
 1. the static policy (`evaluator.policy`) reads the file before any of it runs;
 2. each stage (compile for the target and read the ISA; correctness and timing on the GPU; the interleaved
@@ -28,7 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import integrity
-from .errors import CandidateNotFound, NearpeakError, NoDeviceError
+from .compile import compiler_diagnostic, last_compiler_message
+from .errors import CandidateNotFound, NearpeakError, NoDeviceError, UsageError
 from .policy import check_policy, record_fields
 from .sandbox import IsolatedResult, SandboxWorker, run_isolated
 from .stages import error_record
@@ -110,9 +110,11 @@ def _tampered(changed: tuple[str, ...]) -> dict:
 
 
 def _failure_message(stage: str, result: IsolatedResult, timeout_s: float) -> str:
+    said = last_compiler_message(result.stderr_tail)
     return {
-        "timeout": f"{stage} stage did not finish within {timeout_s:.0f} s; its process group was killed",
-        "crashed": f"{stage} stage crashed: {result.message}",
+        "timeout": f"{stage} stage did not finish within {round(timeout_s, 1):g} s; its process group was killed",
+        "crashed": f"{stage} stage crashed: {result.message}"
+                   + (f"; the compiler's last message: {said}" if said else ""),
         "runtime_fault": f"{stage} stage hit a GPU fault: {result.message}",
         "output_flood": f"{stage} stage flooded its output; its process group was killed",
         "error": f"{stage} stage raised {result.message}",
@@ -126,10 +128,10 @@ class _Stages:
     """
 
     def __init__(self, timeout_s: float | None, worker: SandboxWorker | None):
-        self.started = time.monotonic()
+        self.before = integrity.snapshot()
+        self.started = time.monotonic()  # after the snapshot: the budget is the candidate's time
         self.timeout_s = timeout_s
         self.worker = worker
-        self.before = integrity.snapshot()
         self.summaries: list[dict] = []
 
     def remaining(self, default_s: float) -> float:
@@ -146,27 +148,67 @@ class _Stages:
         return result, self.before.changes(integrity.snapshot()), limit
 
 
-def _refused(path: str, target: str | None) -> dict | None:
-    """The record for a file that must not run at all (missing, or against the policy), else None."""
+def _refused(path: str, target: str | None, entry: str | None = None) -> dict | None:
+    """The record for a file that must not run at all (missing, a foreign file without a target, or against
+    the policy: the foreign-file policy when it is called through its own `entry`), else None."""
     if not Path(path).is_file():
         return _record(path, target, CandidateNotFound.status, "no such kernel file")
-    violations = check_policy(path)
+    if entry and not target:
+        return _record(path, None, UsageError.status, "--entry needs --target: the file declares no TARGET")
+    violations = check_policy(path, foreign=bool(entry))
     if violations:
         return _record(path, target, **record_fields(violations))
     return None
 
 
-def _static_result(path: str, target: str | None, stages: _Stages, stage: str, func: str, kwargs: dict,
-                   memory_mb: int | None) -> dict:
-    """Run a static stage; the record it returned, or one saying how the stage failed."""
-    result, changed, limit = stages.run(stage, func, kwargs, STATIC_TIMEOUT_S, memory_mb)
+def _refine_compile_error(record: dict, stderr: str, candidate: str) -> None:
+    """Triton's passes print the located reason to stderr and raise only "error encountered during parsing":
+    take the line and reason from the diagnostic when it names the candidate file."""
+    found = compiler_diagnostic(stderr, candidate)
+    if found:
+        record["line"], reason = found
+        record["message"] = f"compile error: {reason}"
+
+
+def _static_records(path: str, target: str | None, stages: _Stages, entry: str | None, kwargs: dict,
+                    memory_mb: int | None) -> list[dict]:
+    """Run the static stage (through the file's own `entry` when given); the records it returned (one per
+    autotune config of a foreign file), or one saying how the stage failed."""
+    func = "evaluator.stages:foreign_stage" if entry else "evaluator.stages:static_stage"
+    result, changed, limit = stages.run("static", func, kwargs, STATIC_TIMEOUT_S, memory_mb)
     if changed:
-        return _record(path, target, **_tampered(changed), sandbox=stages.summaries)
+        return [_record(path, target, **_tampered(changed), sandbox=stages.summaries)]
     if not result.ok:
-        return _record(path, target, result.verdict, _failure_message(stage, result, limit), sandbox=stages.summaries)
-    record = result.value
-    record.update(policy={"violations": []}, sandbox=stages.summaries)
-    return record
+        return [_record(path, target, result.verdict, _failure_message("static", result, limit),
+                        sandbox=stages.summaries)]
+    records = result.value if entry else [result.value]
+    for record in records:
+        if record.get("status") == "compile_error":
+            _refine_compile_error(record, result.stderr_tail, path)
+        record.update(policy={"violations": []}, sandbox=stages.summaries)
+    return records
+
+
+def static_isolated(path: str | Path, target: str | None, *, entry: str | None = None, args: list[str] = (),
+                    config: int | None = None, shape=None, knobs: dict | None = None,
+                    dump_dir: str | Path | None = None, timeout_s: float | None = None,
+                    memory_mb: int | None = STATIC_MEMORY_MB, worker: SandboxWorker | None = None) -> list[dict]:
+    """Policy, then the static stage alone in its own sandbox under `timeout_s` (default STATIC_TIMEOUT_S):
+    a contract file's one record, or with `entry` (the host function of a foreign file, which needs `target`
+    and is held only to the policy's containment rules) one record per autotune config (only `config` when
+    given). A failure is a single record whose status says what failed."""
+    path = str(Path(path).resolve())
+    refused = _refused(path, target, entry)
+    if refused:
+        return [refused]
+    dump = str(Path(dump_dir).resolve()) if dump_dir else None
+    if entry:
+        kwargs = {"path": path, "entry": entry, "args": list(args), "target": target, "config": config,
+                  "dump_dir": dump}
+    else:
+        kwargs = {"path": path, "target": target, "shape": list(shape) if shape else None, "knobs": knobs,
+                  "dump_dir": dump}
+    return _static_records(path, target, _Stages(timeout_s, worker), entry, kwargs, memory_mb)
 
 
 def evaluate_isolated(path: str | Path, target: str | None = None, shape=None, knobs: dict | None = None,
@@ -182,9 +224,10 @@ def evaluate_isolated(path: str | Path, target: str | None = None, shape=None, k
     if refused:
         return refused
     stages = _Stages(timeout_s, worker)
-    record = _static_result(path, target, stages, "static", "evaluator.stages:static_stage",
-                            {"path": path, "target": target, "shape": list(shape) if shape else None, "knobs": knobs,
-                             "dump_dir": str(Path(dump_dir).resolve()) if dump_dir else None}, memory_mb)
+    [record] = _static_records(path, target, stages, None,
+                               {"path": path, "target": target, "shape": list(shape) if shape else None,
+                                "knobs": knobs, "dump_dir": str(Path(dump_dir).resolve()) if dump_dir else None},
+                               memory_mb)
     if record.get("status") != "ok" or run is False:
         return record
 

@@ -129,6 +129,11 @@ def static_stage(path: str, target: str | None, shape: list | None, knobs: dict 
     return evaluate_static(path, target, tuple(shape) if shape else None, knobs, dump_dir)
 
 
+def foreign_stage(path: str, entry: str, args: list[str], target: str, config: int | None,
+                  dump_dir: str | None = None) -> list[dict]:
+    return evaluate_foreign(path, entry, args, target, config, dump_dir=dump_dir)
+
+
 def runtime_stage(path: str, target: str, shape: list | None, knobs: dict | None, seed: int | None,
                   profile: bool, required: bool) -> dict | None:
     """The runtime section, or None when no GPU of `target` is here and none was required."""

@@ -5,6 +5,7 @@ import shutil
 from pathlib import Path
 
 from evaluator import integrity
+from evaluator.batch import ScoreOptions, score_file
 from evaluator.isolated import _runtime_failed, evaluate_isolated, run_guarded
 from evaluator.sandbox import run_isolated
 
@@ -63,6 +64,23 @@ def test_timeout_record_says_which_stage():
     assert record["status"] == "timeout", record["message"]
     assert record["message"].startswith("static stage did not finish within 6 s")
     assert record["sandbox"][0]["verdict"] == "timeout"
+
+
+def test_eval_scorer_and_evaluate_share_one_sandboxed_static_stage():
+    """`nearpeak eval`'s scorer and the loop's evaluation run the static stage through the same wrapper: the
+    same record, field for field, for a file that hangs; only `file` is kept as the scorer was given it, and
+    the scorer names the TARGET the file declares (it reads it before anything runs)."""
+    path = f"{CANDIDATES}/sandbox_hang_at_import.py"
+    [scored] = score_file(path, ScoreOptions(timeout_s=4))
+    evaluated = evaluate_isolated(path, run=False, timeout_s=4)
+    assert scored["file"] == path and evaluated["file"] == str(Path(path).resolve())
+    for record in (scored, evaluated):
+        assert record["status"] == "timeout", record["message"]
+        assert record["message"].startswith("static stage did not finish within 4 s")
+        assert [s["stage"] for s in record["sandbox"]] == ["static"] and record["sandbox"][0]["wall_s"] >= 4
+    assert scored["target"] == "sm90" and evaluated["target"] is None and set(scored) == set(evaluated)
+    ignored = {"file": None, "target": None, "sandbox": None}
+    assert {**scored, **ignored} == {**evaluated, **ignored}
 
 
 def test_runtime_section_status_decides():
