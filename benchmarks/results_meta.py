@@ -1,7 +1,7 @@
 """What every benchmarks/results file records about how it was made: command, date, git commit, dirty tree.
 
-On a machine that got the tree without its `.git` (the lent GPU), the caller passes the commit in
-`NEARPEAK_GIT_COMMIT` and `NEARPEAK_GIT_DIRTY` (1/0), read where it was copied from.
+On a machine that got a copy of the tree (the lent GPU), the caller passes the commit in `NEARPEAK_GIT_COMMIT`
+and `NEARPEAK_GIT_DIRTY` (1/0), read where it was copied from.
 """
 from __future__ import annotations
 
@@ -24,20 +24,22 @@ def _git(*args: str) -> str | None:
 
 
 def git_state() -> dict:
-    """{"commit", "dirty", "source"}: from git in the tree, else from the environment, else unknown (None).
+    """{"commit", "dirty", "source"}: from the environment when the caller set it, else from git in the tree,
+    else unknown (None).
 
-    Only a repository whose top level is this tree counts: a copy of the tree inside another checkout (as on
-    the lent GPU, under .stage/) would otherwise report that checkout's HEAD.
+    The environment wins because a copied tree's `.git` can be stale: the lent GPU once reported an older HEAD
+    (and "dirty") for a tree copied from a newer commit. Only a repository whose top level is this tree counts:
+    a copy inside another checkout (as on the lent GPU, under .stage/) would otherwise report that checkout's.
     """
+    env_commit = os.environ.get("NEARPEAK_GIT_COMMIT")
+    if env_commit:
+        return {"commit": env_commit, "dirty": os.environ.get("NEARPEAK_GIT_DIRTY") == "1",
+                "source": "NEARPEAK_GIT_COMMIT (set by the caller that copied the tree)"}
     top = _git("rev-parse", "--show-toplevel")
     commit = _git("rev-parse", "HEAD") if top and Path(top).resolve() == ROOT else None
     if commit:
         status = _git("status", "--porcelain", "--untracked-files=no")
         return {"commit": commit, "dirty": bool(status), "source": "git"}
-    env_commit = os.environ.get("NEARPEAK_GIT_COMMIT")
-    if env_commit:
-        return {"commit": env_commit, "dirty": os.environ.get("NEARPEAK_GIT_DIRTY") == "1",
-                "source": "NEARPEAK_GIT_COMMIT (tree copied without .git)"}
     return {"commit": None, "dirty": None, "source": "unknown: no git and no NEARPEAK_GIT_COMMIT"}
 
 
