@@ -3,18 +3,18 @@
 The runtime path is the same for CUDA and ROCm builds of PyTorch (ROCm PyTorch answers through
 `torch.cuda` too); only the way the architecture is named differs: a CUDA device reports a compute
 capability, a ROCm device a `gcnArchName` such as "gfx950:sramecc+:xnack-". Driver and clock figures come
-from `nvidia-smi` / `rocm-smi` when those tools answer, and are left out (None) when they do not: they are
+from the SMI tool of the target's family (its toolchain's `smi_query` and `parse_smi`: nvidia-smi, or
+rocm-smi, not yet run on hardware) when it answers, and are left out (None) when it does not: they are
 context for a reader, never inputs to a verdict.
 """
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 from dataclasses import asdict, dataclass, field
 
 from ..errors import NoDeviceError
-from ..targets import target_for_device
+from ..targets import SmiReading, get_target, target_for_device
 
 
 @dataclass(frozen=True)
@@ -48,56 +48,6 @@ def target_for_gcn_arch(gcn_arch_name: str) -> str | None:
     return target.name if target else None
 
 
-NVIDIA_SMI_FIELDS = ("driver_version", "clocks.sm", "clocks.mem", "clocks.max.sm", "clocks.max.mem")
-
-
-def parse_nvidia_smi(csv_line: str) -> tuple[str | None, dict[str, float]]:
-    """Driver and clocks from one line of `nvidia-smi --query-gpu=QUERY_FIELDS --format=csv,noheader,nounits`."""
-    parts = [p.strip() for p in csv_line.strip().split(",")]
-    if len(parts) != len(NVIDIA_SMI_FIELDS):
-        return None, {}
-    driver = parts[0] or None
-    clocks: dict[str, float] = {}
-    for key, raw in zip(("sm", "mem", "max_sm", "max_mem"), parts[1:]):
-        try:
-            clocks[key] = float(raw)
-        except ValueError:
-            continue  # "[N/A]" or "[Not Supported]"
-    return driver, clocks
-
-
-def _number_mhz(text: str) -> float | None:
-    digits = "".join(ch for ch in str(text) if ch.isdigit() or ch == ".")
-    try:
-        return float(digits)
-    except ValueError:
-        return None
-
-
-def parse_rocm_smi(text: str, index: int = 0) -> tuple[str | None, dict[str, float]]:
-    """Driver and clocks from `rocm-smi --showdriverversion --showclocks --json` (card keys "card0", ...)."""
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError:
-        return None, {}
-    driver = None
-    system = data.get("system", {})
-    for key, value in system.items():
-        if "driver" in key.lower():
-            driver = str(value)
-    card = data.get(f"card{index}", {})
-    clocks: dict[str, float] = {}
-    for key, value in card.items():
-        text = str(value)
-        if "mhz" not in text.lower():  # skip "clock level" entries, which hold a level index
-            continue
-        name = "sm" if "sclk" in key.lower() else "mem" if "mclk" in key.lower() else None
-        mhz = _number_mhz(text.split("(")[-1])
-        if name and name not in clocks and mhz is not None:
-            clocks[name] = mhz
-    return driver, clocks
-
-
 def _run_tool(argv: list[str], timeout_s: float = 10.0) -> str | None:
     if shutil.which(argv[0]) is None:
         return None
@@ -108,14 +58,14 @@ def _run_tool(argv: list[str], timeout_s: float = 10.0) -> str | None:
     return done.stdout if done.returncode == 0 else None
 
 
-def read_driver_and_clocks(backend: str, index: int) -> tuple[str | None, dict[str, float]]:
-    """Ask the vendor's SMI tool; (None, {}) when it is missing or refuses."""
-    if backend == "cuda":
-        out = _run_tool(["nvidia-smi", f"--id={index}", f"--query-gpu={','.join(NVIDIA_SMI_FIELDS)}",
-                         "--format=csv,noheader,nounits"])
-        return parse_nvidia_smi(out.splitlines()[0]) if out else (None, {})
-    out = _run_tool(["rocm-smi", "--showdriverversion", "--showclocks", "--json"])
-    return parse_rocm_smi(out, index) if out else (None, {})
+def read_driver_and_clocks(target: str | None, index: int) -> SmiReading:
+    """Ask the SMI tool of `target`'s family (its toolchain's `smi_query`) about GPU `index`; (None, {}) for a
+    GPU of no target, or when the tool is missing or refuses."""
+    if target is None:
+        return SmiReading(None, {})
+    toolchain = get_target(target).toolchain
+    out = _run_tool(toolchain.smi_query(index))
+    return toolchain.parse_smi(out, index) if out else SmiReading(None, {})
 
 
 def detect(index: int = 0, with_smi: bool = True) -> DeviceInfo | None:
@@ -134,7 +84,7 @@ def detect(index: int = 0, with_smi: bool = True) -> DeviceInfo | None:
         capability = (props.major, props.minor)
         arch = f"{props.major}.{props.minor}"
         target = target_for_capability(capability)
-    driver, clocks = read_driver_and_clocks(backend, index) if with_smi else (None, {})
+    driver, clocks = read_driver_and_clocks(target, index) if with_smi else SmiReading(None, {})
     l2 = getattr(props, "L2_cache_size", None)
     return DeviceInfo(target=target, name=props.name, arch=arch, backend=backend, index=index,
                       multiprocessors=props.multi_processor_count, memory_bytes=props.total_memory,

@@ -267,7 +267,7 @@ def runtime_evaluate(path, target: str | None = None, shape=None, knobs: dict | 
         return finish(_fault_status(exc), _last_line(exc))
     phases["timing_s"] = _clock() - t0
     record.update(timed)
-    record["clocks_mhz"]["after_timing"] = read_driver_and_clocks(info.backend, info.index)[1]
+    record["clocks_mhz"]["after_timing"] = read_driver_and_clocks(info.target, info.index)[1]
 
     # Defenses.
     t0 = _clock()

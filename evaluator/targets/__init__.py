@@ -7,9 +7,9 @@ from __future__ import annotations
 from importlib import import_module
 
 from ..errors import UsageError
-from .base import Ladder, Target, Toolchain
+from .base import Ladder, SmiReading, Target, Toolchain
 
-__all__ = ["DEFAULT_TARGET", "Ladder", "Target", "Toolchain", "UnknownTargetError", "all_targets", "get_target", "known_targets",
+__all__ = ["DEFAULT_TARGET", "Ladder", "SmiReading", "Target", "Toolchain", "UnknownTargetError", "all_targets", "get_target", "known_targets",
            "target_for_device"]
 
 _FOLDERS = (

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 if TYPE_CHECKING:
     from triton.backends.compiler import GPUTarget
@@ -19,6 +19,13 @@ if TYPE_CHECKING:
     from ..records import StaticRecord
 
 ReportField = tuple[str, str, str]  # (static-record key, label, unit)
+
+
+class SmiReading(NamedTuple):
+    """What the vendor's SMI tool says about one GPU: context for a reader, never input to a verdict."""
+
+    driver: str | None
+    clocks_mhz: dict[str, float]  # "sm", "mem", "max_sm", "max_mem": those the tool reports
 
 
 class Toolchain(Protocol):
@@ -45,6 +52,13 @@ class Toolchain(Protocol):
 
     def matches_device(self, target: Target, backend: str, arch: str) -> bool:
         """Is a GPU PyTorch reports as (`backend`, `arch`) a device of `target`?"""
+
+    def smi_query(self, index: int) -> list[str]:
+        """The vendor SMI tool's command line that reads GPU `index`'s driver version and clocks."""
+
+    def parse_smi(self, text: str, index: int) -> SmiReading:
+        """GPU `index`'s driver version and clocks from what `smi_query(index)` printed; (None, {}) when
+        the text cannot be read."""
 
 
 @dataclass(frozen=True)

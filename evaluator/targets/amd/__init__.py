@@ -1,6 +1,6 @@
 """The AMD CDNA toolchain (gfx942, gfx950): AMDGCN parsing, the wave64 issue model, rocprofv3.
 
-Its runtime path (ROCm PyTorch, rocprofv3) is written against documented interfaces and has not yet run
+Its runtime path (ROCm PyTorch, rocprofv3, rocm-smi) is written against documented interfaces and has not yet run
 on an AMD GPU; every target using it says so (`Target.verified_on_hardware`).
 """
 from __future__ import annotations
@@ -8,13 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from . import static
+from . import smi, static
 from .model import AmdCosts
 
 if TYPE_CHECKING:
     from ...compile import CompiledKernel
     from ...records import StaticRecord
-    from ..base import Target
+    from ..base import SmiReading, Target
 
 
 def _kib(value) -> float | None:
@@ -60,3 +60,10 @@ class AmdToolchain:
     def matches_device(self, target: Target, backend: str, arch: str) -> bool:
         # ROCm reports gcnArchName, e.g. "gfx950:sramecc+:xnack-"; the features after ':' do not change the target.
         return backend == target.backend and arch.split(":")[0].strip() == target.arch
+
+    def smi_query(self, index: int) -> list[str]:
+        return smi.smi_query(index)
+
+    def parse_smi(self, text: str, index: int) -> SmiReading:
+        # rocm-smi's documented JSON; not yet run on hardware.
+        return smi.parse_smi(text, index)

@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from . import static
+from . import smi, static
 from .model import NvCosts
 
 if TYPE_CHECKING:
     from ...compile import CompiledKernel
     from ...records import StaticRecord
-    from ..base import Target
+    from ..base import SmiReading, Target
 
 
 def _kib(value) -> float | None:
@@ -63,3 +63,9 @@ class NvidiaToolchain:
         major, _, minor = arch.partition(".")
         return backend == target.backend and major.isdigit() and minor.isdigit() \
             and 10 * int(major) + int(minor) == target.arch
+
+    def smi_query(self, index: int) -> list[str]:
+        return smi.smi_query(index)
+
+    def parse_smi(self, text: str, index: int) -> SmiReading:
+        return smi.parse_smi(text)
