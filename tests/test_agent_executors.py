@@ -105,3 +105,26 @@ def test_ray_local_instance_runs_static_evaluations(start, tmp_path, capsys):
     pytest.importorskip("ray")
     _, progress = _run_and_read(capsys, start, tmp_path, "--executor", "ray")
     assert "evaluations on ray (local instance)" in progress
+
+
+@pytest.mark.slow
+def test_ray_measured_tasks_reuse_their_worker_process():
+    """Measured jobs keep their Ray worker (and its warm sandbox) from one candidate to the next; Ray's default
+    for GPU tasks would start a new process for each. Ray counts a declared GPU without touching one."""
+    ray = pytest.importorskip("ray")
+    from agent.executors.ray_cluster import MEASURED_TASK_OPTIONS
+
+    ray.init(num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        def pid() -> int:  # defined here so Ray ships it by value to its workers
+            return os.getpid()
+
+        task = ray.remote(**MEASURED_TASK_OPTIONS)(pid)
+        first = ray.get(task.remote())
+        second = ray.get(task.remote())
+        default = ray.remote(num_cpus=1, num_gpus=1)(pid)   # the behaviour being avoided
+        third, fourth = ray.get(default.remote()), ray.get(default.remote())
+    finally:
+        ray.shutdown()
+    assert first == second
+    assert third != fourth
