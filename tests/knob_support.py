@@ -28,7 +28,6 @@ from evaluator.targets import get_target
 # the stage's docstring that says so)
 DOCUMENTED_HOT_LOOP_SPILLS: dict[str, tuple[dict | None, str]] = {
     "gfx950/fp16/v06_loop_unroll": (None, "the spills now reach the hot loop"),
-    "gfx950/fp16/v07_sliceN": (None, "they stay in the hot loop"),
     "gfx942/fp16/v00_naive": ({"num_warps": 4}, "address arithmetic spills"),
     "gfx942/fp16/v01_lds_pipelined": ({"BLOCK_K": 64}, "spills, also in the hot loop"),
     "sm90/bf16/v00_mma_v2": ({"BLOCK_K": 64}, "spills, also inside the K loop"),

@@ -174,7 +174,7 @@ def test_slicing_splits_the_accumulator(ladder):
         assert len(allocs) == pieces, f"{stage}: {len(allocs)} LDS allocations"
 
 
-@pytest.mark.parametrize("stage", ["v08_sliceMN", "v09_beyond_hotloop"])
+@pytest.mark.parametrize("stage", ["v07_sliceN", "v08_sliceMN", "v09_beyond_hotloop"])
 def test_no_spills_in_the_hot_loop(ladder, stage):
     loop = ladder[stage][2]
     assert count(loop, r"v_mfma_") > 0

@@ -5,24 +5,41 @@ What this stage adds (diff against v06)
 ---------------------------------------
 The output tile is split into a left and a right half (acc_l, acc_r, 256 x 128 each). B gets two LDS
 allocations (left and right half, two buffers each) that share one offsets tensor: the right half only
-moves the scalar base pointer (`br_ptr = b_ptr + 128 * stride_bn`), so it costs no VGPRs. Within a step,
-the left half's MFMAs run while the right half's next operands are read; in the seed this bounds the live
-operand registers by construction (~448 of 512).
+moves the scalar base pointer (`br_ptr = b_ptr + 128 * stride_bn`), so it costs no VGPRs. Each K step
+runs in two regions, and each region's LDS reads overlap the other half's MFMAs:
 
-Stock 3.6.0 cost. In this file the whole next operand set (a1, bl1, br1: 128 VGPRs at 4 waves) is still
-read during each half-iteration while the current set is live, so slicing N alone reduces the spills
-only modestly (203 -> 174) and they stay in the hot loop; the seed's 8 spills (outside the loop) relied on
-its scheduling plugin. v08 reads each piece just in time instead.
+    region 0: acc_l += a*bl   read br (this step), bl (next step)   copy A, left B (step+2)
+    region 1: acc_r += a*br   read a (next step)                    copy right B (step+2)
+
+v06 reads the whole next operand set (A and B, 128 VGPRs at 4 waves) while the current one is live; here,
+in program order, the next A (64 VGPRs) is read only after the last use of the current one and at most
+three B halves (32 each) are live, which bounds the operand registers by construction (the seed: ~448 of
+512 with the 256 accumulator registers). Two commit groups per step
+(A + left B, right B): region 0 waits until one group is outstanding, and the s_barrier the compiler
+places after each wait orders the reads after every wave's copies and each copy after the last read of
+the buffer it overwrites. The x2 unroll of v06 stays: even steps use buffer 0, odd steps buffer 1.
+
+Stock 3.6.0 cost. The seed reads the next A *and* left B in region 1; compiled that way with stock
+Triton 3.6.0 this file spilled 10 VGPRs and reloaded 8 of them inside the hot loop (each reload followed
+by `s_waitcnt vmcnt(0)`, which also waits for the in-flight LDS copies). The reloaded values were LDS
+addresses: the B buffers start above 64 KiB (the two padded A buffers take 67,584 bytes), past the 16-bit
+offset field of ds_read_b128, so each of the 32 B reads per iteration keeps its own loop-invariant
+address VGPR. Reading the next left B one region earlier (this step's `bl` is dead once the left MFMAs
+issued) compiles with no spill at all; the seed's 8 spills outside the loop needed its scheduling plugin.
 
 What to look for in the ISA / IR
 --------------------------------
 Three LDS allocations (A, B left, B right), two accumulator tensors in the TTGIR, two buffer_store groups
-in the epilogue (the right half at `c_ptr + 128`).
+in the epilogue (the right half at `c_ptr + 128`); per loop iteration 256 MFMAs, 64 ds_read_b128, 32
+direct-to-LDS copies, four s_barrier (waits `vmcnt(4)` in region 0, `vmcnt(16)` in region 1) and no
+scratch access.
 
 Observed (stock Triton 3.6.0, compiled for gfx950 on the CPU, 4096x4096x8192, default knobs)
 ---------------------------------------------------------------------------------------
-256 arch VGPRs + 256 AGPRs (.vgpr_count 512), .vgpr_spill_count 174, ScratchSize 444 bytes, 135,072
-bytes LDS; 36 scratch instructions in the hot loop (101 in the kernel).
+256 arch VGPRs + 256 AGPRs (.vgpr_count 512), .vgpr_spill_count 0, ScratchSize 0, 135,072 bytes LDS;
+0 scratch instructions in the hot loop; 536 v_accvgpr moves remain in the loop (accumulator shuffling
+the seed's register-class plugin removes). num_warps=8: 3 spills, none in the hot loop; BLOCK_M=128:
+no spills.
 """
 import torch
 import triton
@@ -52,12 +69,9 @@ def _tile_offsets(row0, stride, ROWS: gl.constexpr, BLOCK_K: gl.constexpr, LAYOU
 
 
 @gluon.jit
-def _copy_step(smem_a, smem_bl, smem_br, a_ptr, bl_ptr, br_ptr, a_offs, b_offs):
-    """Start the direct-to-LDS copies of one K step (A, left and right half of B) as one commit group."""
-    gl.amd.cdna4.async_copy.buffer_load_to_shared(smem_a, a_ptr, a_offs)
-    gl.amd.cdna4.async_copy.buffer_load_to_shared(smem_bl, bl_ptr, b_offs)
-    gl.amd.cdna4.async_copy.buffer_load_to_shared(smem_br, br_ptr, b_offs)
-    gl.amd.cdna4.async_copy.commit_group()
+def _copy_piece(smem, ptr, offs):
+    """Start the direct-to-LDS copy of one operand piece."""
+    gl.amd.cdna4.async_copy.buffer_load_to_shared(smem, ptr, offs)
 
 
 @gluon.jit
@@ -72,6 +86,38 @@ def _read_b(smem, COLS: gl.constexpr, BLOCK_K: gl.constexpr, MFMA: gl.constexpr)
     """Read a B piece, stored [COLS, BLOCK_K], as the second MFMA operand [BLOCK_K, COLS]."""
     return gl.amd.cdna4.async_copy.load_shared_relaxed(
         smem.reshape([COLS, BLOCK_K]).permute([1, 0]), gl.DotOperandLayout(operand_index=1, parent=MFMA, k_width=8))
+
+
+@gluon.jit
+def _step(a_s, bl_s, br_s, a_next, bl_next, a_ptr, bl_ptr, br_ptr, a_offs, b_offs, a, bl, acc_l, acc_r,
+          COPY: gl.constexpr, BLOCK_M: gl.constexpr, HALF_N: gl.constexpr, BLOCK_K: gl.constexpr,
+          MFMA: gl.constexpr):
+    """One K step in two regions: the left half's MFMAs, then the right half's.
+
+    On entry `a`, `bl` hold this step's A and left-B pieces (buffers a_s, bl_s); on exit they hold the next
+    step's (read from a_next, bl_next). Region 0 reads this step's right B and the next step's left B (this
+    step's `bl` is dead once the left MFMAs issued); region 1 reads the next A after the last use of this
+    step's `a`. Never two full operand sets are live next to the accumulators, as in v06. With COPY, the step two ahead streams into this step's buffers in two commit
+    groups: A and left B in region 0 (both last read during the previous step), right B in region 1 (read
+    in region 0). The s_barrier the compiler places after each wait_group makes every wave's copies
+    visible before the reads, and proves every wave is done with the buffer the following copy overwrites.
+    """
+    acc_l = gl.amd.cdna4.mfma(a, bl, acc_l)
+    gl.amd.cdna4.async_copy.wait_group(1)  # this step's right B and the next step's A + left B landed
+    br = _read_b(br_s, HALF_N, BLOCK_K, MFMA)
+    bl = _read_b(bl_next, HALF_N, BLOCK_K, MFMA)
+    if COPY:
+        _copy_piece(a_s, a_ptr, a_offs)
+        _copy_piece(bl_s, bl_ptr, b_offs)
+        gl.amd.cdna4.async_copy.commit_group()
+    acc_r = gl.amd.cdna4.mfma(a, br, acc_r)
+    if COPY:
+        gl.amd.cdna4.async_copy.wait_group(2)  # no data needed: its barrier frees br_s for the copy below
+    a = _read_a(a_next, BLOCK_M, BLOCK_K, MFMA)
+    if COPY:
+        _copy_piece(br_s, br_ptr, b_offs)
+        gl.amd.cdna4.async_copy.commit_group()
+    return acc_l, acc_r, a, bl
 
 
 @gluon.jit
@@ -97,45 +143,38 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bn, stride_cm,
     acc_l = gl.zeros((BLOCK_M, HALF_N), gl.float32, MFMA)
     acc_r = gl.zeros((BLOCK_M, HALF_N), gl.float32, MFMA)
     num_k = K // BLOCK_K
-    # Prologue: steps 0 and 1 in flight; step 0 read into register set 0.
-    _copy_step(smem_a.index(0), smem_bl.index(0), smem_br.index(0), a_ptr, b_ptr, br_ptr, a_offs, b_offs)
-    _copy_step(smem_a.index(1), smem_bl.index(1), smem_br.index(1), a_ptr + BLOCK_K, b_ptr + BLOCK_K,
-               br_ptr + BLOCK_K, a_offs, b_offs)
-    gl.amd.cdna4.async_copy.wait_group(1)
-    a0 = _read_a(smem_a.index(0), BLOCK_M, BLOCK_K, MFMA)
-    bl0 = _read_b(smem_bl.index(0), HALF_N, BLOCK_K, MFMA)
-    br0 = _read_b(smem_br.index(0), HALF_N, BLOCK_K, MFMA)
+    # Prologue: steps 0 and 1 in flight as commit groups (A + left B, right B) per step; step 0's A and
+    # left B read once their group landed (the three younger groups stay in flight).
+    for s in gl.static_range(2):
+        _copy_piece(smem_a.index(s), a_ptr + s * BLOCK_K, a_offs)
+        _copy_piece(smem_bl.index(s), b_ptr + s * BLOCK_K, b_offs)
+        gl.amd.cdna4.async_copy.commit_group()
+        _copy_piece(smem_br.index(s), br_ptr + s * BLOCK_K, b_offs)
+        gl.amd.cdna4.async_copy.commit_group()
+    gl.amd.cdna4.async_copy.wait_group(3)
+    a = _read_a(smem_a.index(0), BLOCK_M, BLOCK_K, MFMA)
+    bl = _read_b(smem_bl.index(0), HALF_N, BLOCK_K, MFMA)
     for i in range(0, num_k - 2, 2):
-        # Even step i: MFMA on set 0, set 1 <- buffer 1 (step i+1), buffer 0 <- global (step i+2).
-        # Each half's MFMAs are followed by the LDS reads that replace what they consumed.
-        gl.amd.cdna4.async_copy.wait_group(0)  # step i+1 landed; the barrier after it frees buffer 0
+        # Unrolled x2 as in v06: even step on buffer 0, odd step on buffer 1, each copying the step two ahead.
         k2 = (i + 2) * BLOCK_K
-        _copy_step(smem_a.index(0), smem_bl.index(0), smem_br.index(0), a_ptr + k2, b_ptr + k2, br_ptr + k2,
-                   a_offs, b_offs)
-        a1 = _read_a(smem_a.index(1), BLOCK_M, BLOCK_K, MFMA)
-        bl1 = _read_b(smem_bl.index(1), HALF_N, BLOCK_K, MFMA)
-        acc_l = gl.amd.cdna4.mfma(a0, bl0, acc_l)
-        br1 = _read_b(smem_br.index(1), HALF_N, BLOCK_K, MFMA)
-        acc_r = gl.amd.cdna4.mfma(a0, br0, acc_r)
-        # Odd step i+1: the same with the roles of the buffers and register sets swapped.
-        gl.amd.cdna4.async_copy.wait_group(0)
         k3 = (i + 3) * BLOCK_K
-        _copy_step(smem_a.index(1), smem_bl.index(1), smem_br.index(1), a_ptr + k3, b_ptr + k3, br_ptr + k3,
-                   a_offs, b_offs)
-        a0 = _read_a(smem_a.index(0), BLOCK_M, BLOCK_K, MFMA)
-        bl0 = _read_b(smem_bl.index(0), HALF_N, BLOCK_K, MFMA)
-        acc_l = gl.amd.cdna4.mfma(a1, bl1, acc_l)
-        br0 = _read_b(smem_br.index(0), HALF_N, BLOCK_K, MFMA)
-        acc_r = gl.amd.cdna4.mfma(a1, br1, acc_r)
-    # Drain: set 0 holds step num_k-2; step num_k-1 (buffer 1) must land before its LDS reads.
-    gl.amd.cdna4.async_copy.wait_group(0)
-    a1 = _read_a(smem_a.index(1), BLOCK_M, BLOCK_K, MFMA)
-    bl1 = _read_b(smem_bl.index(1), HALF_N, BLOCK_K, MFMA)
-    acc_l = gl.amd.cdna4.mfma(a0, bl0, acc_l)
-    br1 = _read_b(smem_br.index(1), HALF_N, BLOCK_K, MFMA)
-    acc_r = gl.amd.cdna4.mfma(a0, br0, acc_r)
-    acc_l = gl.amd.cdna4.mfma(a1, bl1, acc_l)
-    acc_r = gl.amd.cdna4.mfma(a1, br1, acc_r)
+        acc_l, acc_r, a, bl = _step(
+            smem_a.index(0), smem_bl.index(0), smem_br.index(0), smem_a.index(1), smem_bl.index(1),
+            a_ptr + k2, b_ptr + k2, br_ptr + k2, a_offs, b_offs, a, bl, acc_l, acc_r,
+            True, BLOCK_M, HALF_N, BLOCK_K, MFMA)
+        acc_l, acc_r, a, bl = _step(
+            smem_a.index(1), smem_bl.index(1), smem_br.index(1), smem_a.index(0), smem_bl.index(0),
+            a_ptr + k3, b_ptr + k3, br_ptr + k3, a_offs, b_offs, a, bl, acc_l, acc_r,
+            True, BLOCK_M, HALF_N, BLOCK_K, MFMA)
+    # Drain: step num_k-2 (buffer 0) with no copies behind it, then step num_k-1 (buffer 1).
+    acc_l, acc_r, a, bl = _step(
+        smem_a.index(0), smem_bl.index(0), smem_br.index(0), smem_a.index(1), smem_bl.index(1),
+        a_ptr, b_ptr, br_ptr, a_offs, b_offs, a, bl, acc_l, acc_r,
+        False, BLOCK_M, HALF_N, BLOCK_K, MFMA)
+    acc_l = gl.amd.cdna4.mfma(a, bl, acc_l)
+    gl.amd.cdna4.async_copy.wait_group(0)  # the last step's right B: a missing wait here would race
+    br = _read_b(smem_br.index(1), HALF_N, BLOCK_K, MFMA)
+    acc_r = gl.amd.cdna4.mfma(a, br, acc_r)
 
     offs_cm = pid_m * BLOCK_M + gl.arange(0, BLOCK_M, gl.SliceLayout(1, MFMA))
     offs_cn = pid_n * BLOCK_N + gl.arange(0, HALF_N, gl.SliceLayout(0, MFMA))
