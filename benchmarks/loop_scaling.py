@@ -137,8 +137,9 @@ def main(argv: list[str] | None = None) -> int:
     base = (f"nearpeak run --target {args.target} --from {args.from_file} --proposer {args.proposer} --steps "
             f"{args.steps} --candidates {args.candidates} --seed {args.seed} " + " ".join(extra))
     records: list[dict] = []
-    result = {"benchmark": "loop_scaling", **run_metadata(argv), "gpus": gpus, "base": base,
-              "runs_dir": str(runs_dir), "records": records}
+    meta = run_metadata(["benchmarks/loop_scaling.py", *argv])
+    result = {"benchmark": "loop_scaling", **meta, "gpus": gpus, "base": base, "runs_dir": str(runs_dir),
+              "records": records}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
 

@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--out", default="benchmarks/results/vendor_tensor_pipe.json")
     args = parser.parse_args(argv)
-    meta = run_metadata(argv)
+    meta = run_metadata(None if argv is None else ["benchmarks/vendor_tensor_pipe.py", *argv])
     records = []
     for path in args.files:
         for shape in args.shape or [None]:
