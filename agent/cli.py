@@ -21,7 +21,7 @@ from .evaluation import Evaluator
 from .executors import EXECUTORS, LOCAL, RAY, ExecutorError
 from .executors.factory import make_executor
 from .ledger import SCRATCH, LedgerError
-from .loop import KERNEL, Budget, Optimizer
+from .loop import KERNEL, Budget, Optimizer, idle_steps_so_far
 from .progress import Progress
 from .proposers import TUNE_CACHE
 from .proposers.factory import ProposerSetupError, make_proposer
@@ -100,8 +100,8 @@ def register(subparsers) -> None:
     run.add_argument("--retry-backoff", type=_non_negative(float), default=2.0,
                      help="seconds before the first LLM retry after a transport error; doubles (default 2)")
     run.add_argument("--max-idle-steps", type=_positive_int, default=3,
-                     help="stop (exit 5) after this many consecutive steps of this invocation without a usable LLM "
-                          "reply (default 3)")
+                     help="stop (exit 5) after this many consecutive steps without a usable LLM reply, counted "
+                          "across --resume (default 3)")
     run.add_argument("--ladder-dir", help="ladder of reference stages (default: kernels/<target>/<dtype>)")
     run.add_argument("--strategy", choices=STRATEGIES,
                      help="search: one incumbent (greedy) or a population of --beam kernels (default: beam when "
@@ -226,7 +226,7 @@ def cmd_run(args) -> int:
     try:
         root = ledger.main_line()[0].sha
         dtype = declaration(ledger.read(root, KERNEL).decode(), "DTYPE")
-        proposer = make_proposer(config, ledger.path.parent, dtype, progress)
+        proposer = make_proposer(config, ledger.path.parent, dtype, progress, idle_steps_so_far(ledger))
         budget = Budget(max_tokens=config.max_tokens, max_wall=config.max_wall)
         executor = _executor(args, config, ledger)
         progress(f"{config.strategy} search; evaluations on {executor.description}")

@@ -2,8 +2,8 @@
 
 The loop is the driver: proposers and the search strategy (agent/search.py) decide what to evaluate, an
 executor (agent/executors/) evaluates it wherever its workers are, and only this process writes the ledger.
-It owns no state between steps: the population, attempts and tokens spent are read back from the ledger,
-which is what makes `--resume` after a kill work.
+It owns no state between steps: the population, attempts, tokens spent and the LLM's count of steps without
+a usable reply are read back from the ledger, which is what makes `--resume` after a kill work.
 
 A step: pick each candidate's parent from the population, ask the proposer for children of each parent (plus
 up to `--tune-budget` knob settings of each proposed kernel), then judge them. A kill loses only requests and
@@ -56,6 +56,7 @@ KERNEL, RECORD, STEP, RUN = "kernel.py", "evaluation.json", "step.json", "run.js
 ACCEPTED, PASSED, REJECTED, FAILED, BASELINE = "accepted", "passed", "rejected", "proposal-failed", "baseline"
 PROPOSED = "proposed"
 PENDING_STATUS = "pending"      # evaluation.json of a received, not yet judged candidate
+IDLE_STEPS_TRAILER = "LLM-Idle-Steps"  # on a step's last LLM proposal: steps in a row without a usable reply
 
 
 def dump(data: dict) -> bytes:
@@ -599,6 +600,8 @@ def trailer_block(config: RunConfig, step_data: dict, record: dict) -> dict[str,
     if usage is not None:
         extra["Tokens"] = str(usage.get("total_tokens", 0))
         extra["LLM-Tries"] = str(meta.get("tries", 0))
+    if meta.get("idle_steps") is not None:
+        extra[IDLE_STEPS_TRAILER] = str(meta["idle_steps"])
     return trailers(record, step=step_data["step"], candidate=step_data["candidate"], verdict=step_data["verdict"],
                     reason=step_data["reason"], proposer=step_data["proposer"], seed=config.seed, extra=extra)
 
@@ -614,6 +617,15 @@ def baseline_commit(config: RunConfig, source: str, record: dict) -> tuple[dict[
                  f"candidate(s) on {config.target}.\nAccept rule: {config.objective}.")
     return files, commit_message(f"step 0: baseline - {step_data['title']}", rationale,
                                  trailer_block(config, step_data, record))
+
+
+def idle_steps_so_far(ledger: Ledger) -> int:
+    """The LLM proposer's count of consecutive steps without a usable reply, as the last step whose requests
+    all came back left it (its last proposal's LLM-Idle-Steps trailer); 0 when no step has."""
+    marked = [e for e in ledger.entries() + ledger.proposals() if e.trailers.get(IDLE_STEPS_TRAILER, "").isdigit()]
+    if not marked:
+        return 0
+    return int(max(marked, key=lambda e: (e.step, e.candidate)).trailers[IDLE_STEPS_TRAILER])
 
 
 def _primaries(entries: list[Entry]) -> int:

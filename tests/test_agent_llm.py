@@ -211,6 +211,27 @@ def test_an_endpoint_that_never_answers_stops_with_exit_5_and_the_ledger_intact(
     fsck_clean(run)
 
 
+def test_the_idle_count_continues_across_resume(capsys, start, tmp_path):
+    code, _, err, requests, run = run_llm(capsys, start, tmp_path, [], "--steps", "1", "--retries", "0",
+                                          "--max-idle-steps", "2")
+    assert code == 0 and len(requests) == 1, err
+    assert trailers_at(run, "refs/attempts/1-1")["LLM-Idle-Steps"] == "1"
+    # The resumed run starts at one idle step, not zero: its first idle step is the second in a row.
+    with FakeLLM([]) as server:
+        code, out, err = nearpeak(capsys, "run", "--resume", run, "--base-url", server.base_url, "--steps", "4")
+        asked = len(server.requests)
+    assert code == 5 and asked == 1, err
+    assert "in 2 consecutive step(s)" in out
+    assert trailers_at(run, "refs/attempts/2-1")["LLM-Idle-Steps"] == "2"
+    assert "refs/attempts/3-1" not in refs(run)
+    # A usable reply after another resume starts the count again.
+    with FakeLLM([Reply(knob_edit(start.read_text()))]) as server:
+        code, _, err = nearpeak(capsys, "run", "--resume", run, "--base-url", server.base_url, "--steps", "3")
+    assert code == 0, err
+    assert Ledger(run).entries()[-1].trailers["LLM-Idle-Steps"] == "0"
+    fsck_clean(run)
+
+
 def test_a_bad_day_of_replies_is_retried_until_an_edit_arrives(capsys, start, tmp_path):
     source = start.read_text()
     body = json.dumps({"id": "x", "choices": [{"message": {"role": "assistant", "content": "hi"}}]})

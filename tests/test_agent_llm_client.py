@@ -192,6 +192,21 @@ def test_a_usable_reply_resets_the_idle_count():
         assert isinstance(failed, FailedProposal) and llm.idle_steps == 0
 
 
+def test_the_idle_count_rides_on_the_step_s_last_proposal_and_a_given_count_continues():
+    # Step 1: one reply without an edit (usable) and one 503; the count (0) goes with whichever came last.
+    with FakeLLM([Reply("no edit")], after=Status(503)) as server:
+        llm = proposer(server, [], retries=0, max_idle_steps=3)
+        first = list(llm.propose(context(count=2)))
+        assert [p.meta.get("idle_steps") for p in first] == [None, 0]
+        # A proposer built for a resumed run that had already gone 2 steps without a usable reply.
+        resumed = LLMProposer(llm.settings, Brief(), "objective", progress=[].append, idle_steps=2)
+        generator = resumed.propose(context(step=2))
+        failed = next(generator)
+        with pytest.raises(EndpointUnavailable, match="in 3 consecutive step"):
+            next(generator)
+    assert isinstance(failed, FailedProposal) and failed.meta["idle_steps"] == 3
+
+
 def test_an_unexpected_error_in_a_conversation_is_one_failed_candidate():
     class BrokenClient:
         endpoint = "http://broken/v1"

@@ -15,9 +15,10 @@ class ProposerSetupError(ValueError):
     """A proposer that cannot be built from the run's configuration (no endpoint, no ladder directory)."""
 
 
-def make_proposer(config, runs_dir: Path, dtype: str | None, progress=None) -> Proposer:
+def make_proposer(config, runs_dir: Path, dtype: str | None, progress=None, idle_steps: int = 0) -> Proposer:
     """The proposer `config` (a RunConfig) names; `dtype` (the starting kernel's DTYPE) picks the ladder;
-    `progress(message)` receives the proposer's progress lines (the LLM's requests and retries)."""
+    `progress(message)` receives the proposer's progress lines (the LLM's requests and retries); `idle_steps`
+    continues the LLM's count of steps without a usable reply (`agent.loop.idle_steps_so_far`)."""
     if config.proposer == "tune":
         return TuneProposer(TuneCache(runs_dir / TUNE_CACHE), config.knob_choices)
     ladder = Path(config.ladder_dir) if config.ladder_dir else default_ladder_dir(config.target, dtype)
@@ -33,4 +34,4 @@ def make_proposer(config, runs_dir: Path, dtype: str | None, progress=None) -> P
                            request_timeout=config.request_timeout, retries=config.retries,
                            backoff=config.retry_backoff, seed=config.seed, max_idle_steps=config.max_idle_steps)
     return LLMProposer(settings, Brief(stages, static_objective=config.mode == STATIC), config.objective,
-                       progress=progress or stderr_line)
+                       progress=progress or stderr_line, idle_steps=idle_steps)

@@ -10,7 +10,8 @@ or 5xx, a 200 with a cut-off or HTML body, a reply without text; see llm_client)
 back-off, or the server's Retry-After, and tries again; a reply whose edit does not apply is answered with
 the precise error so the model can fix it. Credentials refused or an unknown model stop the run at once
 (`EndpointRefused`); `max_idle_steps` consecutive steps without a single usable reply stop it too
-(`EndpointUnavailable`), after their failures are in the ledger.
+(`EndpointUnavailable`), after their failures are in the ledger. The count travels with the step's last
+proposal (`meta["idle_steps"]`, the ledger's `LLM-Idle-Steps` trailer), so `--resume` continues it.
 """
 from __future__ import annotations
 
@@ -85,14 +86,15 @@ class LLMProposer:
     name = "llm"
 
     def __init__(self, settings: LLMSettings, brief: Brief, objective: str,
-                 progress: Callable[[str], None] = stderr_line, client: ChatClient | None = None):
+                 progress: Callable[[str], None] = stderr_line, client: ChatClient | None = None,
+                 idle_steps: int = 0):
         self.settings = settings
         self.brief = brief
         self.objective = objective
         self.progress = progress
         self.client = client or ChatClient(settings.model, settings.base_url, settings.request_timeout,
                                            settings.temperature)
-        self.idle_steps = 0
+        self.idle_steps = idle_steps  # consecutive steps without a usable reply, earlier invocations included
         self._stop = threading.Event()
 
     def propose(self, context: ProposalContext) -> Iterator[Candidate | FailedProposal]:
@@ -104,14 +106,16 @@ class LLMProposer:
         futures = [pool.submit(self._guarded, context, Slot(k, total), siblings) for k in range(1, total + 1)]
         usable = False
         try:
-            for future in as_completed(futures):
+            for done, future in enumerate(as_completed(futures), 1):
                 proposal, replied = future.result()  # EndpointRefused ends the run here
                 usable = usable or replied
+                if done == total:  # the new count is committed with the step's last proposal
+                    self.idle_steps = 0 if usable else self.idle_steps + 1
+                    proposal.meta["idle_steps"] = self.idle_steps
                 yield proposal
         finally:
             self._stop.set()  # conversations still running (the run is stopping) end at their next wait
             pool.shutdown(wait=False, cancel_futures=True)
-        self.idle_steps = 0 if usable else self.idle_steps + 1
         if self.idle_steps >= self.settings.max_idle_steps:
             raise EndpointUnavailable(f"endpoint unavailable: no usable reply from {self.client.endpoint} in "
                                       f"{self.idle_steps} consecutive step(s)")
