@@ -1,6 +1,6 @@
 """`nearpeak`: one command, several subcommands; argument parsing and dispatch only.
 
-The evaluator contributes its subcommands through `evaluator.cli.register(subparsers)`; the agent's (`run`,
+The evaluator contributes its subcommands through `evaluator.cli.register(subparsers, argv)`; the agent's (`run`,
 `history`, `show`, `replay`) are declared here and hand over to agent.runs (creating and resuming runs),
 agent.loop (the optimization) and agent.reading (reading a run back). Each parser sets `func(args) -> int`,
 the exit code (README.md lists them).
@@ -331,18 +331,21 @@ def _writable(path: Path) -> None:
         raise CommandError(f"no directory {path.parent} to write {path.name} into")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The `nearpeak` parser for the command line `argv` (default sys.argv[1:]): `eval --json` prints a JSON
+    record for a parse error of that command line."""
     parser = argparse.ArgumentParser(
         prog="nearpeak",
         description=f"Agent-driven optimization of Gluon GEMM kernels for {', '.join(known_targets())}.")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    evaluator_cli.register(subparsers)
+    evaluator_cli.register(subparsers, argv)
     register(subparsers)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)

@@ -228,14 +228,16 @@ def run_ladder(args) -> int:
     return ladder_main(args)
 
 
-def register(subparsers) -> None:
+def register(subparsers, argv: list[str] | None = None) -> None:
+    """Add `eval` and `ladder` to a command's subparsers; `argv` is the command line they will parse (default
+    sys.argv[1:]), which decides whether a parse error also prints a JSON record (--json)."""
     p = subparsers.add_parser("eval", help="score kernel files: compile, check and profile (the scorer)",
                               description="Evaluate Gluon/Triton kernels: static analysis of the compiled code on any "
                                           "machine, each file in its own sandboxed process; correctness and timing "
                                           "on a GPU of its target. Several files, directories or globs are scored "
                                           "in parallel (batch mode) with a summary at the end.")
     add_eval_arguments(p)
-    _records_for_parse_errors(p, sys.argv[1:])
+    _records_for_parse_errors(p, sys.argv[1:] if argv is None else argv)
     p.set_defaults(func=run_eval)
     q = subparsers.add_parser("ladder", help="evaluate every reference stage of a target's ladder",
                               description="One row per reference stage: static metrics beside published figures.")

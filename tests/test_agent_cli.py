@@ -1,6 +1,11 @@
 """`nearpeak run/history/show/replay`: bad input gets a clear message and exit code 2, never a traceback."""
+import json
+
 import pytest
 from agent_support import V00, nearpeak, need
+
+from agent.cli import main
+from evaluator.errors import EXIT_USAGE
 
 BROKEN = '''TARGET = "gfx950"
 DTYPE = "float16"
@@ -33,6 +38,29 @@ def test_argument_type_errors_exit_2(capsys):
         nearpeak(capsys, "run", "--target", "gfx950", "--from", "k.py", "--steps", "0")
     assert exc.value.code == 2
     assert "must be at least 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["eval", "k.py", "--shape", "12,x", "--json"], "M,N,K"),
+    (["eval", "--json", "k.py", "--target", "gfx1"], "invalid choice: 'gfx1'"),
+])
+def test_a_parse_error_of_main_s_own_argv_with_json_prints_a_record(argv, words, capsys, monkeypatch):
+    """`main(argv)` decides on --json from the argv it parses, not from the process's command line."""
+    monkeypatch.setattr("sys.argv", ["nearpeak"])  # no --json here
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    out, err = capsys.readouterr()
+    assert exc.value.code == EXIT_USAGE
+    record = json.loads(out)
+    assert record["status"] == "usage_error" and words in record["message"] and words in err
+
+
+def test_a_parse_error_without_json_prints_no_record(capsys, monkeypatch):
+    monkeypatch.setattr("sys.argv", ["nearpeak", "eval", "k.py", "--json"])  # the process's own line is not asked
+    with pytest.raises(SystemExit) as exc:
+        main(["eval", "k.py", "--shape", "12,x"])
+    out, err = capsys.readouterr()
+    assert exc.value.code == EXIT_USAGE and out == "" and "M,N,K" in err
 
 
 @pytest.mark.slow  # evaluates kernels in sandboxed interpreters
