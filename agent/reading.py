@@ -12,13 +12,15 @@ from pathlib import Path
 
 from .climb import Climb, ClimbPoint, Ratio, climb
 from .config import RunConfig
-from .evaluation import Evaluator
+from .evaluation import STATIC, Evaluator
 from .figures import STATIC_KEYS
 from .ledger import MAIN, Entry, Ledger
 from .loop import KERNEL, RECORD, RUN, STEP
 from .progress import QUIET, Progress
 
 RUNTIME_NOISE = 0.05   # relative drift of measured TFLOPS tolerated between two runs on one GPU model
+MEASURED_FIGURE = "TFLOPS (measured)"
+STATIC_FIGURE = "TFLOP/s (static est.)"   # a static run's objective (estimated_tflops), never a measurement
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,8 @@ class HistoryRow:
     spills: str
     shared: str
     tokens: str
+    objective: str = ""      # the accept rule that judged it: "measured" or "static" (agent.evaluation)
+    tflops_estimate: str = ""  # the static objective: estimated useful TFLOP/s (never a measurement)
     speedup: str = ""        # over the incumbent it was judged against (agent.climb)
     cumulative: str = ""     # over the starting kernel, chained over the accepted steps
     vs_vendor: str = ""      # vendor time / its time, measured interleaved
@@ -62,6 +66,7 @@ def history(ledger: Ledger) -> list[HistoryRow]:
                                efficiency_estimate=t.get("Efficiency-Estimate", "n/a"),
                                registers=t.get("Registers", "n/a"), spills=t.get("Spills", "n/a"),
                                shared=t.get("Shared", "n/a"), tokens=t.get("Tokens", ""),
+                               objective=t.get("Objective", ""), tflops_estimate=t.get("TFLOPS-Estimate", "n/a"),
                                speedup=_ratio(point.speedup if point else None, run),
                                cumulative=_ratio(point.cumulative if point else None, run),
                                vs_vendor=_ratio(point.vs_vendor if point else None, run)))
@@ -96,14 +101,21 @@ def history_json(ledger: Ledger) -> dict:
 REASON_WIDTH = 72
 
 
+def judged_statically(rows: list[HistoryRow]) -> bool:
+    """Whether the run behind `rows` is a static-mode run: judged by its static estimate, with no GPU timing."""
+    return bool(rows) and all(r.objective == STATIC for r in rows)
+
+
 def format_table(rows: list[HistoryRow]) -> str:
     """History rows as a text table; `x incumbent` (over the parent it was judged against) and `x start` are the
-    climb's ratios (agent.climb)."""
-    header = ("step", "parent", "verdict", "x incumbent", "x start", "vs vendor", "TFLOPS (measured)",
-              "eff (static est.)", "regs", "spills", "shared", "reason")
+    climb's ratios (agent.climb). The TFLOP/s column is what the run judged by: measured on a GPU, or in a
+    static run the estimated TFLOP/s, labelled a static estimate."""
+    static = judged_statically(rows)
+    header = ("step", "parent", "verdict", "x incumbent", "x start", "vs vendor",
+              STATIC_FIGURE if static else MEASURED_FIGURE, "eff (static est.)", "regs", "spills", "shared", "reason")
     body = [(f"{r.step}.{r.candidate}", r.parent, r.verdict, r.speedup, r.cumulative, r.vs_vendor,
-             r.tflops_measured.split(" (")[0], r.efficiency_estimate, r.registers, r.spills,
-             r.shared.replace(" bytes", ""), shorten(r.reason, REASON_WIDTH)) for r in rows]
+             r.tflops_estimate if static else r.tflops_measured.split(" (")[0], r.efficiency_estimate, r.registers,
+             r.spills, r.shared.replace(" bytes", ""), shorten(r.reason, REASON_WIDTH)) for r in rows]
     widths = [max(len(str(x)) for x in col) for col in zip(header, *body)]
     lines = ["  ".join(str(v).ljust(w) for v, w in zip(line, widths)).rstrip() for line in (header, *body)]
     return "\n".join(lines)

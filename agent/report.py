@@ -15,7 +15,7 @@ from typing import BinaryIO
 from .climb import Climb, ClimbPoint, climb
 from .ledger import Ledger
 from .loop import ACCEPTED
-from .reading import HistoryRow, find_step, history, kernel_diff, run_config
+from .reading import STATIC_FIGURE, HistoryRow, find_step, history, judged_statically, kernel_diff, run_config
 
 PLOT_EXTRA = "pip install 'nearpeak[plot]'"
 
@@ -123,7 +123,8 @@ tr.accepted, tr.baseline { background: #eef6ee; }
 pre { background: #f6f6f6; padding: 0.6em; overflow-x: auto; font-size: 0.8em; }
 .add { color: #080; } .del { color: #a00; } .note { color: #666; }
 """
-COLUMNS = ("step", "verdict", "title", "x incumbent", "x start", "vs vendor", "TFLOP/s (measured)",
+MEASURED_COLUMN = "TFLOP/s (measured)"   # a static run shows its objective here instead (STATIC_FIGURE)
+COLUMNS = ("step", "verdict", "title", "x incumbent", "x start", "vs vendor", MEASURED_COLUMN,
            "eff (static est.)", "regs", "spills", "shared", "reason")
 
 
@@ -175,11 +176,13 @@ def _pair(key: str, value: str) -> str:
 
 
 def _history_table(rows: list[HistoryRow]) -> str:
-    head = "".join(f"<th>{_e(name)}</th>" for name in COLUMNS)
+    static = judged_statically(rows)  # then the TFLOP/s column is the static objective, labelled so
+    head = "".join(f"<th>{_e(STATIC_FIGURE if static and name == MEASURED_COLUMN else name)}</th>" for name in COLUMNS)
     body = []
     for r in rows:
         cells = (f"{r.step}.{r.candidate}", r.verdict, r.summary.split(" - ", 1)[-1], r.speedup, r.cumulative,
-                 r.vs_vendor, r.tflops_measured, r.efficiency_estimate, r.registers, r.spills, r.shared, r.reason)
+                 r.vs_vendor, r.tflops_estimate if static else r.tflops_measured, r.efficiency_estimate, r.registers,
+                 r.spills, r.shared, r.reason)
         body.append(f"<tr class=\"{_e(r.verdict)}\">" + "".join(f"<td>{_e(v)}</td>" for v in cells) + "</tr>")
     return f"<table class=\"history\"><thead><tr>{head}</tr></thead><tbody>\n" + "\n".join(body) + \
         "\n</tbody></table>"

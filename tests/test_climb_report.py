@@ -101,6 +101,27 @@ def test_history_shows_the_climb_figures(measured_run):
     assert "1.040 [1.030,1.050]  1.300 [1.282,1.318]  1.040 [1.019,1.061]  600 " in step3
 
 
+def test_a_static_run_s_tables_show_its_objective_labelled_a_static_estimate(static_run):
+    from agent.report import html_report
+
+    rows = history(static_run)
+    estimates = [r.tflops_estimate for r in rows]
+    assert len(set(estimates)) == 3 and "n/a" not in estimates  # baseline, accepted, rejected: each its own
+    lines = format_table(rows).splitlines()
+    assert "TFLOP/s (static est.)" in lines[0] and "TFLOPS (measured)" not in lines[0]
+    column = lines[0].index("TFLOP/s (static est.)")
+    for row, line in zip(rows, lines[1:]):
+        assert line[column:].startswith(f"{row.tflops_estimate} ")
+    page = html_report(static_run)
+    assert "<th>TFLOP/s (static est.)</th>" in page and "TFLOP/s (measured)" not in page
+    assert f"<td>{estimates[1]}</td>" in page
+
+
+def test_a_measured_run_s_table_shows_measured_tflops(measured_run):
+    header = format_table(history(measured_run)).splitlines()[0]
+    assert "TFLOPS (measured)" in header and "TFLOP/s (static est.)" not in header
+
+
 def test_static_climb_is_labelled_a_static_estimate_everywhere(static_run):
     from agent.report import climb_figure
 
