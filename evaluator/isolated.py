@@ -23,6 +23,7 @@ from __future__ import annotations
 import glob
 import secrets
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -189,7 +190,7 @@ def _static_records(path: str, target: str | None, stages: _Stages, entry: str |
     return records
 
 
-def static_isolated(path: str | Path, target: str | None, *, entry: str | None = None, args: list[str] = (),
+def static_isolated(path: str | Path, target: str | None, *, entry: str | None = None, args: Sequence[str] = (),
                     config: int | None = None, shape=None, knobs: dict | None = None,
                     dump_dir: str | Path | None = None, timeout_s: float | None = None,
                     memory_mb: int | None = STATIC_MEMORY_MB, worker: SandboxWorker | None = None) -> list[dict]:
