@@ -23,9 +23,10 @@ Stock 3.6.0 cost. The seed reads the next A *and* left B in region 1; compiled t
 Triton 3.6.0 this file spilled 10 VGPRs and reloaded 8 of them inside the hot loop (each reload followed
 by `s_waitcnt vmcnt(0)`, which also waits for the in-flight LDS copies). The reloaded values were LDS
 addresses: the B buffers start above 64 KiB (the two padded A buffers take 67,584 bytes), past the 16-bit
-offset field of ds_read_b128, so each of the 32 B reads per iteration keeps its own loop-invariant
-address VGPR. Reading the next left B one region earlier (this step's `bl` is dead once the left MFMAs
-issued) compiles with no spill at all; the seed's 8 spills outside the loop needed its scheduling plugin.
+offset field of ds_read_b128, so the 32 B reads per iteration use ~30 loop-invariant address VGPRs
+instead of a few bases with immediate offsets (the A reads use two). Reading the next left B one region
+earlier (this step's `bl` is dead once the left MFMAs issued) compiles with no spill at all; the seed's 8
+spills outside the loop needed its scheduling plugin.
 
 What to look for in the ISA / IR
 --------------------------------
