@@ -87,17 +87,24 @@ def ladder_rankings() -> list[Ranking]:
     return rankings
 
 
-def variant_rankings() -> list[Ranking]:
-    """The knob variants that ran correctly, at their one shape."""
+def fitting_variants() -> tuple[dict, list[dict]]:
+    """The variants file and its measured variants that ran correctly, each with a `label`; the stage defaults
+    measured in the same run are not among them (they are the ladder's own kernels)."""
     config, measured = variant_measurements()
-    shape = tuple(config["shape"])
-    cases = []
+    chosen = []
     for r in measured:
         if r["role"] != "variant" or r.get("status") != "ok":
             continue
-        changed = r["knobs_changed"]
-        label = f"{r['stage']} " + ",".join(f"{k}={v}" for k, v in changed.items())
-        cases.append(Case(label, shape, _compile(ROOT / r["file"], shape, r["knobs"]), r["tflops"]))  # as measured
+        label = f"{r['stage']} " + ",".join(f"{k}={v}" for k, v in r["knobs_changed"].items())
+        chosen.append({**r, "label": label})
+    return config, chosen
+
+
+def variant_rankings() -> list[Ranking]:
+    """The knob variants that ran correctly, at their one shape, compiled with the knobs they were measured with."""
+    config, chosen = fitting_variants()
+    shape = tuple(config["shape"])
+    cases = [Case(r["label"], shape, _compile(ROOT / r["file"], shape, r["knobs"]), r["tflops"]) for r in chosen]
     return [Ranking(f"variants {'x'.join(map(str, shape))}", cases, config["tie_threshold"])]
 
 
