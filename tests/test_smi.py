@@ -53,7 +53,20 @@ def test_unreadable_rocm_smi_output_gives_nothing(text):
     assert tuple(get_target("gfx950").toolchain.parse_smi(text, 0)) == (None, {})
 
 
-def test_each_family_names_its_own_tool():
+def test_the_smi_tool_is_asked_about_the_gpu_pytorch_sees(monkeypatch):
+    """SMI tools number the host's GPUs; PyTorch's device 0 under CUDA_VISIBLE_DEVICES=1 is the host's GPU 1."""
+    nvidia, amd = get_target("sm90").toolchain, get_target("gfx942").toolchain
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,0")
+    assert nvidia.smi_query(0)[1] == "--id=1" and nvidia.smi_query(1)[1] == "--id=0"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-7c890b39-ac4f-6755-49c5-c92d3ac1779f")
+    assert nvidia.smi_query(0)[1] == "--id=GPU-7c890b39-ac4f-6755-49c5-c92d3ac1779f"
+    text = _text("rocm_smi_mi300x.json")
+    monkeypatch.setenv("HIP_VISIBLE_DEVICES", "1")
+    assert amd.parse_smi(text, 0).clocks_mhz == {"sm": 132.0, "mem": 900.0}  # card1's clocks
+
+
+def test_each_family_names_its_own_tool(monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     assert get_target("sm90").toolchain.smi_query(1)[:2] == ["nvidia-smi", "--id=1"]
     assert get_target("sm100").toolchain.smi_query(0)[0] == "nvidia-smi"
     assert get_target("gfx950").toolchain.smi_query(0)[:1] == get_target("gfx942").toolchain.smi_query(0)[:1] \

@@ -61,6 +61,17 @@ class Toolchain(Protocol):
         the text cannot be read."""
 
 
+def smi_device_id(index: int, visible: str | None) -> str:
+    """How a vendor SMI tool names the GPU PyTorch calls `index`.
+
+    SMI tools number the host's GPUs and ignore *_VISIBLE_DEVICES, while PyTorch numbers only the visible
+    ones: with CUDA_VISIBLE_DEVICES=1 (a pinned loop worker), PyTorch's device 0 is the host's GPU 1. The
+    variable's entry for `index` (a number or a UUID) names it; without the variable, `index` does.
+    """
+    listed = [entry.strip() for entry in (visible or "").split(",") if entry.strip()]
+    return listed[index] if index < len(listed) else str(index)
+
+
 @dataclass(frozen=True)
 class Ladder:
     """A target's reference stages: kernel folders under kernels/<target>/ and the figures published for them."""

@@ -5,9 +5,11 @@ on an AMD GPU; every target using it says so (`Target.verified_on_hardware`).
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..base import smi_device_id
 from . import smi, static
 from .model import AmdCosts
 
@@ -66,4 +68,4 @@ class AmdToolchain:
 
     def parse_smi(self, text: str, index: int) -> SmiReading:
         # rocm-smi's documented JSON; not yet run on hardware.
-        return smi.parse_smi(text, index)
+        return smi.parse_smi(text, smi_device_id(index, os.environ.get(self.visible_devices)))

@@ -23,15 +23,16 @@ def smi_query(index: int) -> list[str]:
     return ["rocm-smi", "--showdriverversion", "--showclocks", "--json"]
 
 
-def parse_smi(text: str, index: int) -> SmiReading:
-    """Driver version and GPU `index`'s clocks from the output of `smi_query`; nothing when unreadable."""
+def parse_smi(text: str, card: str | int) -> SmiReading:
+    """Driver version and the clocks of rocm-smi's "card<card>" (the host's numbering,
+    `evaluator.targets.base.smi_device_id`) from the output of `smi_query`; nothing when unreadable."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError:
         return SmiReading(None, {})
     if not isinstance(data, dict):
         return SmiReading(None, {})
-    system, card = (entry if isinstance(entry, dict) else {} for entry in (data.get("system"), data.get(f"card{index}")))
+    system, card = (entry if isinstance(entry, dict) else {} for entry in (data.get("system"), data.get(f"card{card}")))
     driver = next((str(value) for key, value in system.items() if "driver" in key.lower()), None)
     clocks: dict[str, float] = {}
     for key, value in card.items():

@@ -2,9 +2,11 @@
 Compute. Blackwell's tcgen05 MMAs are counted and located but not costed by the model."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..base import smi_device_id
 from . import smi, static
 from .model import NvCosts
 
@@ -65,7 +67,7 @@ class NvidiaToolchain:
             and 10 * int(major) + int(minor) == target.arch
 
     def smi_query(self, index: int) -> list[str]:
-        return smi.smi_query(index)
+        return smi.smi_query(smi_device_id(index, os.environ.get(self.visible_devices)))
 
     def parse_smi(self, text: str, index: int) -> SmiReading:
         return smi.parse_smi(text)

@@ -12,9 +12,10 @@ QUERY_FIELDS = ("driver_version", "clocks.sm", "clocks.mem", "clocks.max.sm", "c
 CLOCK_KEYS = ("sm", "mem", "max_sm", "max_mem")  # the names clocks_mhz uses for QUERY_FIELDS[1:]
 
 
-def smi_query(index: int) -> list[str]:
-    """The command line that reads GPU `index`'s driver version and clocks."""
-    return ["nvidia-smi", f"--id={index}", f"--query-gpu={','.join(QUERY_FIELDS)}", "--format=csv,noheader,nounits"]
+def smi_query(device: str) -> list[str]:
+    """The command line that reads one GPU's driver version and clocks; `device` is nvidia-smi's name for it
+    (its host index or UUID, `evaluator.targets.base.smi_device_id`)."""
+    return ["nvidia-smi", f"--id={device}", f"--query-gpu={','.join(QUERY_FIELDS)}", "--format=csv,noheader,nounits"]
 
 
 def parse_smi(text: str) -> SmiReading:
