@@ -84,8 +84,16 @@ def correlations(target: str, rows: list[dict]) -> list[dict]:
     stages = get_target(target).ladder.correlation_stages or None
     out = []
     if get_target(target).ladder.published:
-        out += [correlation(rows, stages, "estimated_efficiency", "published_mfma_efficiency"),
-                correlation(rows, stages, "estimated_tflops", "published_tflops")]
+        # The main ladder alone as well (its first folder: one dtype, one technique per stage), when the
+        # published set also holds other folders' kernels.
+        main_dir = ladder_dirs(target)[0]
+        main = tuple(r["stage"] for r in rows if (KERNELS_DIR.parent / r["file"]).parent == main_dir
+                     and (stages is None or r["stage"] in stages))
+        covered = {r["stage"] for r in rows if stages is None or r["stage"] in stages}
+        sets = [stages, main] if main and set(main) != covered else [stages]
+        out += [correlation(rows, chosen, estimate, reference) for chosen in sets
+                for estimate, reference in (("estimated_efficiency", "published_mfma_efficiency"),
+                                            ("estimated_tflops", "published_tflops"))]
     out.append(correlation(rows, None, "estimated_tflops", "measured_tflops"))
     return [c for c in out if c["n"]]
 
