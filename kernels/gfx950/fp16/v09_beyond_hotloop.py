@@ -23,7 +23,7 @@ The same hot loop as v08; a few scalar ops (SALU) at the start for the remap.
 Observed (stock Triton 3.6.0, compiled for gfx950 on the CPU, 4096x4096x8192, default knobs)
 ---------------------------------------------------------------------------------------
 num_warps=4: .vgpr_count 512 (256 arch + 256 AGPRs), .vgpr_spill_count 12, ScratchSize 52 bytes,
-135,040 bytes LDS, 0 scratch instructions in the hot loop. num_warps=8: 240 VGPRs, 0 spills.
+135,040 bytes LDS, 0 scratch instructions in the hot loop. num_warps=8: 256 VGPRs, 0 spills.
 """
 import torch
 import triton
@@ -75,39 +75,38 @@ def _read_b(smem, COLS: gl.constexpr, BLOCK_K: gl.constexpr, MFMA: gl.constexpr)
 
 
 @gluon.jit
-def _step(at_s, ab_s, bl_s, br_s, at_next, bl_next, at_ptr, ab_ptr, bl_ptr, br_ptr, a_offs, b_offs,
-          at, bl, acc_tl, acc_bl, acc_tr, acc_br, COPY: gl.constexpr, MID_WAIT: gl.constexpr,
+def _step(at_s, ab_s, bl_s, br_s, at_next, ab_next, bl_next, at_ptr, ab_ptr, bl_ptr, br_ptr, a_offs, b_offs,
+          at, ab, bl, acc_tl, acc_bl, acc_tr, acc_br, COPY: gl.constexpr, MID_WAIT: gl.constexpr,
           HALF_M: gl.constexpr, HALF_N: gl.constexpr, BLOCK_K: gl.constexpr, MFMA: gl.constexpr):
-    """One K step in four regions; each region runs one quadrant's MFMAs next to one LDS read and one copy.
+    """One K step in four regions, one quadrant's MFMAs each, in two halves that each start with a wait.
 
-    On entry `at`, `bl` hold this step's top-A and left-B pieces (buffers *_s); on exit they hold the next
-    step's (read from at_next, bl_next). A piece is read just before its first use and dropped after its
-    last, so at most four pieces (4 x 32 VGPRs at 4 waves) are live next to the 256 accumulator registers.
-    With COPY, the pieces of the step two ahead stream into this step's buffers: top A and left B (last
-    read during the previous step) after the first wait, bottom A and right B (read in regions 0 and 1)
-    after the second. The compiler follows each wait_group with an s_barrier (every wave's copies must be
-    visible before the reads); that same barrier proves all waves are done with the buffers overwritten
-    next, which is why every copy sits after a wait and after the last read of its buffer.
+    On entry `at`, `ab`, `bl` hold this step's top-A, bottom-A and left-B pieces (buffers *_s); on exit they
+    hold the next step's (read from *_next). Each read comes after the last MFMA that uses the piece it
+    replaces and at least one region before the first MFMA that needs it, so at most four pieces
+    (4 x 32 VGPRs at 4 waves) are live next to the 256 accumulator registers. Each wait sits after a
+    region's MFMAs, so the LDS reads the s_barrier after it must drain were issued a region earlier.
+    With COPY, the pieces of the step two ahead stream into this step's buffers, each its own commit
+    group, in the order the loop reads them (left B, top A | bottom A, right B), each right after the
+    barrier that proves every wave is done with its buffer: the first wait's barrier follows the previous
+    step's reads of left B, top A and bottom A, the second follows this step's read of right B.
     """
-    gl.amd.cdna4.async_copy.wait_group(4)  # this step's ab, br landed (the next step's groups stay in flight)
     acc_tl = gl.amd.cdna4.mfma(at, bl, acc_tl)
-    ab = _read_a(ab_s, HALF_M, BLOCK_K, MFMA)
-    if COPY:
-        _copy_piece(at_s, at_ptr, a_offs)
-    acc_bl = gl.amd.cdna4.mfma(ab, bl, acc_bl)
+    gl.amd.cdna4.async_copy.wait_group(3)  # this step's br and the next step's bl landed
     br = _read_b(br_s, HALF_N, BLOCK_K, MFMA)
     if COPY:
         _copy_piece(bl_s, bl_ptr, b_offs)
-    gl.amd.cdna4.async_copy.wait_group(MID_WAIT)  # the next step's at, bl landed
+        _copy_piece(at_s, at_ptr, a_offs)
+    acc_bl = gl.amd.cdna4.mfma(ab, bl, acc_bl)
+    bl = _read_b(bl_next, HALF_N, BLOCK_K, MFMA)  # this step's bl is dead once the bl quadrant issued
     acc_tr = gl.amd.cdna4.mfma(at, br, acc_tr)
-    bl = _read_b(bl_next, HALF_N, BLOCK_K, MFMA)
-    if COPY:
-        _copy_piece(ab_s, ab_ptr, a_offs)
-    acc_br = gl.amd.cdna4.mfma(ab, br, acc_br)
+    gl.amd.cdna4.async_copy.wait_group(MID_WAIT)  # the next step's at, ab landed; the barrier frees br_s
     at = _read_a(at_next, HALF_M, BLOCK_K, MFMA)
     if COPY:
+        _copy_piece(ab_s, ab_ptr, a_offs)
         _copy_piece(br_s, br_ptr, b_offs)
-    return acc_tl, acc_bl, acc_tr, acc_br, at, bl
+    acc_br = gl.amd.cdna4.mfma(ab, br, acc_br)
+    ab = _read_a(ab_next, HALF_M, BLOCK_K, MFMA)
+    return acc_tl, acc_bl, acc_tr, acc_br, at, ab, bl
 
 
 @gluon.jit
@@ -173,35 +172,38 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bn, stride_cm,
     acc_tr = gl.zeros((HALF_M, HALF_N), gl.float32, MFMA)
     acc_br = gl.zeros((HALF_M, HALF_N), gl.float32, MFMA)
     num_k = K // BLOCK_K
-    # Prologue: steps 0 and 1 in flight, one commit group per piece (at, bl, ab, br); step 0's at, bl read.
+    # Prologue: steps 0 and 1 in flight, one commit group per piece in the order the loop reads them
+    # (bl, at, ab, br); step 0's at, ab, bl read once their groups landed.
     for s in gl.static_range(2):
-        _copy_piece(smem_at.index(s), a_ptr + s * BLOCK_K, a_offs)
         _copy_piece(smem_bl.index(s), b_ptr + s * BLOCK_K, b_offs)
+        _copy_piece(smem_at.index(s), a_ptr + s * BLOCK_K, a_offs)
         _copy_piece(smem_ab.index(s), ab_ptr + s * BLOCK_K, a_offs)
         _copy_piece(smem_br.index(s), br_ptr + s * BLOCK_K, b_offs)
-    gl.amd.cdna4.async_copy.wait_group(6)
+    gl.amd.cdna4.async_copy.wait_group(5)
     at = _read_a(smem_at.index(0), HALF_M, BLOCK_K, MFMA)
+    ab = _read_a(smem_ab.index(0), HALF_M, BLOCK_K, MFMA)
     bl = _read_b(smem_bl.index(0), HALF_N, BLOCK_K, MFMA)
     for i in range(0, num_k - 2, 2):
+        # Unrolled x2 as in v06: even step on buffer 0, odd step on buffer 1, each copying the step two ahead.
         k2 = (i + 2) * BLOCK_K
         k3 = (i + 3) * BLOCK_K
-        acc_tl, acc_bl, acc_tr, acc_br, at, bl = _step(
+        acc_tl, acc_bl, acc_tr, acc_br, at, ab, bl = _step(
             smem_at.index(0), smem_ab.index(0), smem_bl.index(0), smem_br.index(0),
-            smem_at.index(1), smem_bl.index(1), a_ptr + k2, ab_ptr + k2, b_ptr + k2, br_ptr + k2,
-            a_offs, b_offs, at, bl, acc_tl, acc_bl, acc_tr, acc_br, True, 4, HALF_M, HALF_N, BLOCK_K, MFMA)
-        acc_tl, acc_bl, acc_tr, acc_br, at, bl = _step(
+            smem_at.index(1), smem_ab.index(1), smem_bl.index(1), a_ptr + k2, ab_ptr + k2, b_ptr + k2, br_ptr + k2,
+            a_offs, b_offs, at, ab, bl, acc_tl, acc_bl, acc_tr, acc_br, True, 3, HALF_M, HALF_N, BLOCK_K, MFMA)
+        acc_tl, acc_bl, acc_tr, acc_br, at, ab, bl = _step(
             smem_at.index(1), smem_ab.index(1), smem_bl.index(1), smem_br.index(1),
-            smem_at.index(0), smem_bl.index(0), a_ptr + k3, ab_ptr + k3, b_ptr + k3, br_ptr + k3,
-            a_offs, b_offs, at, bl, acc_tl, acc_bl, acc_tr, acc_br, True, 4, HALF_M, HALF_N, BLOCK_K, MFMA)
-    # Drain: steps num_k-2 (buffer 0) and num_k-1 (buffer 1), no more copies.
-    acc_tl, acc_bl, acc_tr, acc_br, at, bl = _step(
+            smem_at.index(0), smem_ab.index(0), smem_bl.index(0), a_ptr + k3, ab_ptr + k3, b_ptr + k3, br_ptr + k3,
+            a_offs, b_offs, at, ab, bl, acc_tl, acc_bl, acc_tr, acc_br, True, 3, HALF_M, HALF_N, BLOCK_K, MFMA)
+    # Drain: step num_k-2 (buffer 0) with no copies behind it (only the last br may still be in flight at
+    # its second wait), then step num_k-1 (buffer 1), whose right B needs the last wait.
+    acc_tl, acc_bl, acc_tr, acc_br, at, ab, bl = _step(
         smem_at.index(0), smem_ab.index(0), smem_bl.index(0), smem_br.index(0),
-        smem_at.index(1), smem_bl.index(1), a_ptr, ab_ptr, b_ptr, br_ptr,
-        a_offs, b_offs, at, bl, acc_tl, acc_bl, acc_tr, acc_br, False, 2, HALF_M, HALF_N, BLOCK_K, MFMA)
-    gl.amd.cdna4.async_copy.wait_group(0)  # the last step's ab, br: a missing wait here would race
-    ab = _read_a(smem_ab.index(1), HALF_M, BLOCK_K, MFMA)
-    br = _read_b(smem_br.index(1), HALF_N, BLOCK_K, MFMA)
+        smem_at.index(1), smem_ab.index(1), smem_bl.index(1), a_ptr, ab_ptr, b_ptr, br_ptr,
+        a_offs, b_offs, at, ab, bl, acc_tl, acc_bl, acc_tr, acc_br, False, 1, HALF_M, HALF_N, BLOCK_K, MFMA)
     acc_tl = gl.amd.cdna4.mfma(at, bl, acc_tl)
+    gl.amd.cdna4.async_copy.wait_group(0)  # the last step's br: a missing wait here would race
+    br = _read_b(smem_br.index(1), HALF_N, BLOCK_K, MFMA)
     acc_bl = gl.amd.cdna4.mfma(ab, bl, acc_bl)
     acc_tr = gl.amd.cdna4.mfma(at, br, acc_tr)
     acc_br = gl.amd.cdna4.mfma(ab, br, acc_br)
