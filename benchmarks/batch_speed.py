@@ -17,7 +17,6 @@ the CPU time of each run (the command and every process it started) says what a 
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import math
 import os
@@ -34,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from batch_files import write_batch_dir
+from results_meta import run_metadata
 
 from evaluator.batch import SANDBOX_KIND, expand_paths, sandboxed_seconds
 
@@ -84,8 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     slots_held = math.ceil(expected["timeout"] / args.jobs)
     good_names = [Path(p).name for p in good]
     crash_s = sum(t for n, t in full["own_wall_s"].items() if n.startswith("crash_") and t)
+    meta = run_metadata(None if argv is None else ["benchmarks/batch_speed.py", *argv])
     result = {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "date": meta["date_utc"], "command": meta["command"], "git": meta["git"],
         "machine": {"cores": cores, "python": platform.python_version(), "platform": platform.platform()},
         "sandbox": SANDBOX_KIND, "jobs": args.jobs, "file_timeout_s": args.timeout,
         "clean": {k: v for k, v in clean.items() if k not in ("records", "stdout")},
@@ -117,7 +118,7 @@ def markdown(r: dict) -> str:
 
 Measured {r['date']} on this machine ({r['machine']['cores']} cores, shared with other work: 1-minute load
 average {clean['load_average_1min'][0]} to {full['load_average_1min'][1]} during the runs), warm Triton cache,
-sandbox: {r['sandbox']}. Made by `python benchmarks/batch_speed.py --jobs {r['jobs']} --timeout {r['file_timeout_s']:g}`.
+sandbox: {r['sandbox']}. Made by `{r['command']}` at commit {r['git']['commit']}{' (dirty tree)' if r['git']['dirty'] else ''}.
 
 | batch | files | wall | files/s | CPU time (all processes) | CPU per file |
 |---|---|---|---|---|---|

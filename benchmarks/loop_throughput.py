@@ -21,11 +21,13 @@ import statistics
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from results_meta import run_metadata
 
 from agent.ledger import Ledger
 from agent.loop import RECORD, STEP
@@ -114,8 +116,9 @@ def main(argv: list[str] | None = None) -> int:
     if code != 0 or not run.is_dir():
         print(f"loop_throughput: nearpeak run failed (exit {code}); no run at {run}", file=sys.stderr)
         return 1
-    result = {"benchmark": "loop_throughput", "date_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-              "command": "nearpeak " + " ".join(nearpeak_args), "wall_s": round(wall, 1),
+    meta = run_metadata(["benchmarks/loop_throughput.py", *argv])
+    result = {"benchmark": "loop_throughput", **meta, "run_command": "nearpeak " + " ".join(nearpeak_args),
+              "wall_s": round(wall, 1),
               **summarize(run, loop_wall, int(_option(nearpeak_args, "--workers", "1"))),
               "progress": lines}
     text = json.dumps(result, indent=1)

@@ -17,10 +17,8 @@ table last.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
-import shlex
 import subprocess
 import sys
 import tempfile
@@ -28,6 +26,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from results_meta import markdown_lines, run_metadata
+
 TARGET_S = {"cold": 20.0, "warm": 20.0, "ncu": 60.0}
 
 CHILD = """
@@ -89,7 +91,7 @@ def markdown(meta: dict, rows: list[dict]) -> str:
     header = ("| run | wall s | target s | status | TFLOP/s | % peak | vendor TFLOP/s | ratio | IQR ms | "
               "tensor pipe % | regs | occupancy % |")
     lines = [f"# Runtime evaluation timing: {meta['kernel']}", "",
-             f"- date (UTC): {meta['date']}", f"- command: `{meta['command']}`", device,
+             *markdown_lines(meta), device,
              f"- shape: {meta['shape']}; seed {meta['seed']}",
              "- each run is a fresh process: imports + JIT compile + correctness on 3 shapes + timing + defenses",
              "", header, "|---" * 12 + "|"]
@@ -126,8 +128,8 @@ def main(argv: list[str] | None = None) -> int:
 
     first = next((r["record"] for r in runs.values() if r["record"]), {}) or {}
     meta = {
-        "kernel": os.path.relpath(kernel, ROOT), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-        "command": shlex.join([Path(sys.executable).name, *sys.argv]), "device": first.get("device"),
+        "kernel": os.path.relpath(kernel, ROOT),
+        **run_metadata(None if argv is None else ["benchmarks/runtime_gpu_check.py", *argv]), "device": first.get("device"),
         "device_info": first.get("device_info"), "driver": first.get("driver"),
         "torch_version": first.get("torch_version"), "triton_version": first.get("triton_version"),
         "cuda_version": first.get("cuda_version"), "shape": first.get("shape") or args.shape, "seed": args.seed,
