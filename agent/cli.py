@@ -332,14 +332,17 @@ def _writable(path: Path) -> None:
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
-    """The `nearpeak` parser for the command line `argv` (default sys.argv[1:]): `eval --json` prints a JSON
-    record for a parse error of that command line."""
+    """The `nearpeak` parser for the command line `argv` (default sys.argv[1:]): with --json, a parse error of
+    that command line prints a JSON usage_error record on stdout before argparse's message."""
     parser = argparse.ArgumentParser(
         prog="nearpeak",
         description=f"Agent-driven optimization of Gluon GEMM kernels for {', '.join(known_targets())}.")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     evaluator_cli.register(subparsers, argv)
     register(subparsers)
+    # Unknown options are the top-level parser's error, whichever command they follow: with --json they too
+    # print a usage_error record on stdout.
+    evaluator_cli.records_for_parse_errors(parser, sys.argv[1:] if argv is None else argv)
     return parser
 
 

@@ -89,7 +89,7 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     batch.add_argument("--resume", action="store_true", help="skip files that already have a record in --jsonl OUT")
 
 
-def _records_for_parse_errors(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+def records_for_parse_errors(parser: argparse.ArgumentParser, argv: list[str]) -> None:
     """With --json, a malformed command line still prints a record (status usage_error) before argparse's
     usage message and exit 2: a script reading stdout always gets one."""
     report = parser.error
@@ -237,7 +237,7 @@ def register(subparsers, argv: list[str] | None = None) -> None:
                                           "on a GPU of its target. Several files, directories or globs are scored "
                                           "in parallel (batch mode) with a summary at the end.")
     add_eval_arguments(p)
-    _records_for_parse_errors(p, sys.argv[1:] if argv is None else argv)
+    records_for_parse_errors(p, sys.argv[1:] if argv is None else argv)
     p.set_defaults(func=run_eval)
     q = subparsers.add_parser("ladder", help="evaluate every reference stage of a target's ladder",
                               description="One row per reference stage: static metrics beside published figures.")
@@ -251,7 +251,7 @@ def register(subparsers, argv: list[str] | None = None) -> None:
 def eval_main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m evaluator", description="nearpeak's scorer (= nearpeak eval)")
     add_eval_arguments(parser)
-    _records_for_parse_errors(parser, sys.argv[1:] if argv is None else argv)
+    records_for_parse_errors(parser, sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     return run_eval(args)
 

@@ -43,6 +43,8 @@ def test_argument_type_errors_exit_2(capsys):
 @pytest.mark.parametrize("argv, words", [
     (["eval", "k.py", "--shape", "12,x", "--json"], "M,N,K"),
     (["eval", "--json", "k.py", "--target", "gfx1"], "invalid choice: 'gfx1'"),
+    (["eval", "k.py", "--json", "--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+    (["history", "some-run", "--json", "--bogus"], "unrecognized arguments: --bogus"),
 ])
 def test_a_parse_error_of_main_s_own_argv_with_json_prints_a_record(argv, words, capsys, monkeypatch):
     """`main(argv)` decides on --json from the argv it parses, not from the process's command line."""
