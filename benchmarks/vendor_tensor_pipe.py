@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -29,7 +28,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from results_meta import markdown_lines, run_metadata
 
 from evaluator.profilers.ncu_target import driver_command, run_profiler
-from evaluator.targets.nvidia.ncu import NCU_METRICS, TENSOR_PIPE, parse_ncu_csv
+from evaluator.targets.nvidia.ncu import NCU_METRICS, TENSOR_PIPE, median_metric, parse_ncu_csv
 
 SM_CLOCK = "sm__cycles_elapsed.avg.per_second"
 DURATION = "gpu__time_duration.sum"
@@ -56,11 +55,11 @@ def profile(path: str, shape: list[int], vendor: bool, launches: int, timeout_s:
             return {"ok": False, "error": f"ncu exited {done.returncode}: {(done.stderr or done.stdout)[-600:]}"}
     by_kernel: dict[str, list[dict]] = {}
     for launch in launches_seen:
-        by_kernel.setdefault(launch["kernel"], []).append(launch["metrics"])
+        by_kernel.setdefault(launch["kernel"], []).append(launch)
 
-    def median(rows: list[dict], name: str, scale: float = 1.0):
-        values = [r[name] for r in rows if isinstance(r.get(name), float)]
-        return round(statistics.median(values) * scale, 3) if values else None
+    def median(launches: list[dict], name: str, scale: float = 1.0) -> float | None:
+        value = median_metric(launches, name)
+        return None if value is None else round(value * scale, 3)
 
     kernels = [{"kernel": name[:120], "launches": len(rows), "tensor_pipe_active_pct": median(rows, TENSOR_PIPE),
                 "sm_clock_ghz": median(rows, SM_CLOCK, 1e-9), "duration_us": median(rows, DURATION, 1e-3)}

@@ -105,7 +105,8 @@ def parse_ncu_csv(text: str) -> list[dict]:
     return out
 
 
-def _median(launches: list[dict], metric: str) -> float | None:
+def median_metric(launches: list[dict], metric: str) -> float | None:
+    """Median of one metric over profiled launches (parse_ncu_csv's entries); None when none reported it."""
     values = [x["metrics"].get(metric) for x in launches]
     values = [v for v in values if isinstance(v, float)]
     return statistics.median(values) if values else None
@@ -113,15 +114,15 @@ def _median(launches: list[dict], metric: str) -> float | None:
 
 def summarize_ncu(launches: list[dict]) -> dict:
     """Median over profiled launches of each figure nearpeak reports."""
-    gmma = _median(launches, GMMA_INSTRUCTIONS)
-    tensor_pipe = _median(launches, TENSOR_PIPE)
+    gmma = median_metric(launches, GMMA_INSTRUCTIONS)
+    tensor_pipe = median_metric(launches, TENSOR_PIPE)
     return {
         "efficiency": None if tensor_pipe is None else tensor_pipe / 100,   # the record's matrix-unit share
         "tensor_pipe_active_pct": tensor_pipe,
         "gmma_instructions": gmma,
         "matrix_path": None if gmma is None else ("wgmma" if gmma > 0 else "mma.sync or none"),
-        "registers_per_thread": _median(launches, REGISTERS),
-        "achieved_occupancy_pct": _median(launches, OCCUPANCY),
+        "registers_per_thread": median_metric(launches, REGISTERS),
+        "achieved_occupancy_pct": median_metric(launches, OCCUPANCY),
         "launches_profiled": len(launches),
         "kernels": sorted({x["kernel"] for x in launches}),
     }
