@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 
 from evaluator import cli as evaluator_cli
-from evaluator.errors import EXIT_CANDIDATE, EXIT_OK, EXIT_USAGE
+from evaluator.errors import EXIT_CANDIDATE, EXIT_OK, EXIT_USAGE, UsageError
+from evaluator.request import DEFAULT_TIMING, TIMINGS, parse_shape
 from evaluator.targets import DEFAULT_TARGET, get_target, known_targets
 
 from .climb import climb
@@ -82,7 +83,17 @@ def register(subparsers) -> None:
     run.add_argument("--run-id", help="name of the new run (default: KERNEL-TARGET-UTCTIME)")
     run.add_argument("--resume", metavar="RUN", help="continue a run (a path, or a run id under --runs-dir)")
     run.add_argument("--min-gain", type=_non_negative(float), default=0.01,
-                     help="measured mode: accept when the speedup's 95%% lower bound exceeds 1 + this (default 0.01)")
+                     help="accept when the speedup's 95%% lower bound exceeds 1 + this (default 0.01)")
+    run.add_argument("--shape", action="append", default=[], metavar="M,N,K[:WEIGHT]",
+                     help="an objective shape of the run (repeatable; the objective is the weighted geometric "
+                          "mean over them; default: the starting kernel's first SHAPES entry). Fixed for the whole "
+                          "run: every candidate is evaluated and compared at these shapes, never at its own SHAPES")
+    run.add_argument("--check-shape", action="append", default=[], metavar="M,N,K",
+                     help="a shape every candidate must also run correctly (repeatable)")
+    run.add_argument("--timing", choices=TIMINGS, default=DEFAULT_TIMING,
+                     help="which measured timing decides the A/B: per-call device events (eager, default) or "
+                          "CUDA-graph replay (graph: GPU time without host launch cost, as serving engines run "
+                          "decode); both are recorded")
     run.add_argument("--max-spills", type=_non_negative(int), default=0,
                      help="spill instructions allowed in the hot loop by the static screen (default 0)")
     run.add_argument("--max-tokens", type=_positive_int,
@@ -178,7 +189,16 @@ def _new_run_request(args) -> NewRun:
                   max_idle_steps=args.max_idle_steps, ladder_dir=args.ladder_dir, timeout=args.timeout or 600.0,
                   strategy=args.strategy or default_strategy(args.candidates),
                   beam=args.beam, tune_budget=args.tune_budget, knob_choices=knob_choices(args.knob) or None,
-                  profile=args.profile)
+                  profile=args.profile, shapes=run_shapes(args.shape),
+                  check_shapes=tuple(shape for shape, _ in run_shapes(args.check_shape)), timing=args.timing)
+
+
+def run_shapes(texts: list[str]) -> tuple:
+    """--shape / --check-shape texts as ((M, N, K), weight) pairs; a malformed one is a usage error."""
+    try:
+        return tuple(parse_shape(text) for text in texts)
+    except UsageError as err:
+        raise CommandError(err.message) from None
 
 
 def knob_choices(specs: list[str]) -> dict[str, list[int]]:
@@ -296,7 +316,8 @@ def cmd_replay(args) -> int:
     print(format_table(rows))
     status = EXIT_OK
     if args.verify:
-        drifts = verify(ledger, Evaluator(config.target, config.seed, config.candidate_timeout), Progress(),
+        drifts = verify(ledger, Evaluator(config.target, config.seed, config.candidate_timeout, config.run_problem()),
+                        Progress(),
                         args.lineage)
         print()
         for drift in drifts:

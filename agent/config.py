@@ -35,9 +35,17 @@ class RunConfig:
     tune_budget: int = 0           # knob settings tried with every candidate of a non-tune proposer
     knob_choices: dict | None = None   # --knob overrides of the kernels' KNOB_CHOICES
     profile: bool = True           # profile each measured candidate's matrix-unit efficiency (not used to judge)
+    problem: dict | None = None    # evaluator.request.Problem.to_dict(): the run's shapes, weights and timing
+    aa_check: dict | None = None   # measured runs: the start kernel against its own copy, before any step
     created_utc: str = ""
     triton_version: str = ""
     schema: str = RUN_SCHEMA
+
+    def run_problem(self):
+        """The run's problem (evaluator.request.Problem); None for runs made before runs owned one."""
+        from evaluator.request import Problem
+
+        return Problem.from_dict(self.problem) if self.problem else None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1, sort_keys=True) + "\n"

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evaluator import api
+from evaluator.request import EvalRequest, Problem
 from evaluator.targets import UnknownTargetError, get_target
 
 from .figures import figures
@@ -48,22 +49,33 @@ class Judgement:
 
 
 class Evaluator:
-    """Evaluation through evaluator.api, every candidate in fresh sandboxed processes (evaluator.isolated)."""
+    """Evaluation through evaluator.api, every candidate in fresh sandboxed processes (evaluator.isolated).
 
-    def __init__(self, target: str, seed: int, timeout_s: float = 600.0):
+    `problem` is the run's (its shapes, weights and timing): every record and comparison is made at it,
+    never at a candidate's own SHAPES; None evaluates each kernel at its own declarations.
+    """
+
+    def __init__(self, target: str, seed: int, timeout_s: float = 600.0, problem: Problem | None = None):
         self.target = target
         self.seed = seed
         self.timeout_s = timeout_s  # per evaluation and per comparison; past it the sandbox is killed
+        self.problem = problem
+
+    def request(self, **fields) -> EvalRequest:
+        return EvalRequest(target=self.target, problem=self.problem, timeout_s=self.timeout_s, **fields)
 
     def record(self, path: Path, run: bool | None) -> dict:
         # No seed: each evaluation draws its own inputs and held-out shape (kept in the record, never shown).
         # A candidate that runs on a GPU is profiled too: its matrix-unit efficiency is a headline figure.
-        return api.evaluate(str(path), target=self.target, run=run, profile=run is not False,
-                            timeout_s=self.timeout_s)
+        return api.evaluate(str(path), self.request(run=run, profile=run is not False))
 
     def compare(self, candidate: Path, incumbent: Path, shape, min_gain: float) -> dict:
-        return api.compare(candidate, incumbent, target=self.target, shape=shape, min_gain=min_gain,
-                           timeout_s=self.timeout_s)
+        request = self.request(min_gain=min_gain, shape=tuple(shape) if shape and not self.problem else None)
+        return api.compare(candidate, incumbent, request)
+
+    def self_compare(self, kernel: Path, copy: Path, rounds: int, calls: int) -> dict:
+        """A short A/A: `kernel` against a byte-identical `copy` (the run's noise check)."""
+        return api.compare(kernel, copy, self.request(ab_rounds=rounds, ab_calls=calls))
 
 
 def describe_failure(record: dict) -> str:
@@ -114,8 +126,32 @@ def resources_misfit(record: dict) -> str | None:
 
 
 def estimated_tflops(record: dict) -> float | None:
-    """The static objective of a record: useful TFLOP/s over the estimated kernel time (a static estimate)."""
+    """The static objective of a record: useful TFLOP/s over the estimated kernel time (a static estimate); over
+    a run's several objective shapes, their weighted geometric mean."""
+    objective = record.get("objective") or {}
+    if objective.get("geomean_estimated_tflops") is not None:
+        return objective["geomean_estimated_tflops"]
     return (record.get("static") or {}).get("estimated_tflops")
+
+
+def shape_class_note(candidate: dict, incumbent: dict) -> str | None:
+    """A sentence when the candidate's SHAPE_MULTIPLE differs from the incumbent's (it may narrow the shapes the
+    kernel supports; the run's own shapes still fit, or the static stage would have refused it)."""
+    new = (candidate.get("spec") or {}).get("shape_multiple")
+    old = (incumbent.get("spec") or {}).get("shape_multiple")
+    if not new or not old or new == old:
+        return None
+    narrower = all(n % o == 0 for n, o in zip(new, old))
+    what = "narrows" if narrower else "changes"
+    return f"{what} SHAPE_MULTIPLE {tuple(old)} -> {tuple(new)}; every shape of the run still fits"
+
+
+def with_shape_note(judgement: Judgement, candidate: dict, incumbent: dict) -> Judgement:
+    note = shape_class_note(candidate, incumbent)
+    if not note or not judgement.passed:
+        return judgement
+    return Judgement(judgement.passed, f"{judgement.reason}; {note}", judgement.score, judgement.screened_out,
+                     judgement.comparison)
 
 
 def static_score(record: dict) -> tuple[float, ...]:
@@ -150,8 +186,11 @@ def judge_measured(candidate: dict, comparison: dict, min_gain: float) -> Judgem
                          (0.0,), True, comparison)
     low, speedup = comparison.get("ci_low"), comparison.get("speedup")
     score = (float(speedup or 0.0), float(low or 0.0))
+    timing = comparison.get("timing") or "eager"
     detail = (f"speedup {speedup:.4f}x, 95% CI [{low:.4f}, {comparison.get('ci_high'):.4f}] "
-              f"({comparison.get('method')}, measured)")
+              f"({timing} timing decided; {comparison.get('method')}, measured)")
+    if comparison.get("launch_bound"):
+        detail += f" [{comparison.get('launch_note') or 'launch-bound'}]"
     if comparison.get("accepted") and low is not None and low > 1.0 + min_gain:
         return Judgement(True, f"{detail} clears 1 + {min_gain}", score, False, comparison)
     return Judgement(False, f"{detail} does not clear 1 + {min_gain}", score, False, comparison)

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .config import RunConfig
-from .evaluation import MEASURED, Judgement, judge_measured, judge_static, screen
+from .evaluation import MEASURED, Judgement, judge_measured, judge_static, screen, with_shape_note
 from .executors import Executor, Job, MeasuredResult
 from .figures import commit_message, headline, trailers
 from .ledger import (
@@ -347,7 +347,8 @@ class Optimizer:
     def _job(self, item: Planned) -> Job:
         return Job(number=item.number, source=item.proposal.source, parent_source=item.parent.source,
                    target=self.config.target, min_gain=self.config.min_gain, max_spills=self.config.max_spills,
-                   timeout_s=self.config.candidate_timeout, profile=self.config.profile)
+                   timeout_s=self.config.candidate_timeout, profile=self.config.profile,
+                   problem=self.config.run_problem())
 
     def _evaluate(self, step: int, planned: list[Planned]) -> str | None:
         """Evaluate the planned candidates on the executor and commit each, in order, as soon as it can be."""
@@ -411,7 +412,8 @@ class Optimizer:
             if reason is not None:
                 return Result(normalize_record(record), Judgement(False, reason, (), True), seconds)
             if self.config.mode != MEASURED:
-                return Result(normalize_record(record), judge_static(record, item.parent.record), seconds)
+                judgement = with_shape_note(judge_static(record, item.parent.record), record, item.parent.record)
+                return Result(normalize_record(record), judgement, seconds)
             if not go_on:
                 return None
             return self.executor.submit_measured(self._job(item), record)
@@ -425,8 +427,8 @@ class Optimizer:
         reason = screen(record, self.config.max_spills)
         if reason is not None:
             return Result(record, Judgement(False, reason, (), True), measured.seconds)
-        return Result(record, judge_measured(record, measured.comparison or {}, self.config.min_gain),
-                      measured.seconds)
+        judgement = judge_measured(record, measured.comparison or {}, self.config.min_gain)
+        return Result(record, with_shape_note(judgement, record, item.parent.record), measured.seconds)
 
     def _outcome(self, future: Future) -> dict:
         """An evaluator crash is a failed candidate, recorded with its traceback tail, not the end of the run."""
@@ -585,6 +587,9 @@ def step_json(config: RunConfig, *, step: int, candidate: int, verdict: str, rea
 def trailer_block(config: RunConfig, step_data: dict, record: dict) -> dict[str, str]:
     """The trailers of the commit that holds `step_data` and `record`."""
     extra = {"Objective": config.mode}
+    problem = config.run_problem()
+    if problem is not None:
+        extra["Problem"] = problem.describe()
     if step_data.get("parent"):
         extra["Parent"] = step_data["parent"]
     if step_data.get("variant_of") is not None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from evaluator.request import DEFAULT_TIMING, Problem, Shape
 from evaluator.targets import DEFAULT_TARGET
 
 from .config import RunConfig
@@ -67,6 +68,9 @@ class NewRun:
     tune_budget: int = 0
     knob_choices: dict | None = None
     profile: bool = True
+    shapes: tuple[tuple[Shape, float], ...] = ()   # --shape M,N,K[:W]: the objective (default: the start's first)
+    check_shapes: tuple[Shape, ...] = ()            # --check-shape: also correct on these
+    timing: str = DEFAULT_TIMING                    # --timing: which timing decides a measured A/B
 
 
 @dataclass(frozen=True)
@@ -135,19 +139,24 @@ def create_run(request: NewRun, say: Progress) -> tuple[Ledger, RunConfig]:
     path = Path(request.runs_dir) / run_id
     _refuse_taken(path, run_id)
 
-    evaluator = Evaluator(target, request.seed, request.timeout)
+    problem = run_problem(request, source, kernel)
+    say(f"the run's problem: {problem.describe()} (fixed for the whole run; candidates' SHAPES do not change it)")
+    evaluator = Evaluator(target, request.seed, request.timeout, problem)
     with tempfile.TemporaryDirectory(prefix="nearpeak-start-") as tmp, \
             say.task(f"evaluating the starting kernel {kernel} for {target}"):
         copy = Path(tmp) / KERNEL
         copy.write_text(source)
         record = evaluator.record(copy, run=None)
-    if record.get("status") != "ok":
-        raise StartFailure(f"the starting kernel does not evaluate: {describe_failure(record)}")
-    mode = MEASURED if record.get("runtime") else STATIC
+        if record.get("status") != "ok":
+            raise StartFailure(f"the starting kernel does not evaluate: {describe_failure(record)}")
+        mode = MEASURED if record.get("runtime") else STATIC
+        aa_check = self_check(evaluator, copy, request.min_gain, say) if mode == MEASURED else None
     model = (request.model or os.environ.get("OPENAI_MODEL") or DEFAULT_MODEL) if proposer == "llm" else None
     config = RunConfig(
         run_id=run_id, target=target, source_file=str(kernel), proposer=proposer, steps=request.steps or 3,
-        candidates=request.candidates, min_gain=request.min_gain, max_spills=request.max_spills, seed=request.seed,
+        candidates=request.candidates, max_spills=request.max_spills, seed=request.seed,
+        min_gain=aa_check["min_gain"] if aa_check else request.min_gain, problem=problem.to_dict(),
+        aa_check=aa_check,
         mode=mode, objective=OBJECTIVES[mode], model=model, base_url=request.base_url,
         request_timeout=request.request_timeout, retries=request.retries, retry_backoff=request.retry_backoff,
         max_idle_steps=request.max_idle_steps, strategy=request.strategy, beam=request.beam,
@@ -160,6 +169,48 @@ def create_run(request: NewRun, say: Progress) -> tuple[Ledger, RunConfig]:
     ledger = create_atomically(path, files, message)
     say(f"created run {path} ({mode} mode: {config.objective})")
     return ledger, config
+
+
+def run_problem(request: NewRun, source: str, kernel: Path) -> Problem:
+    """The problem the run owns: the --shape options (weighted), else the starting kernel's benchmark shape
+    (its first SHAPES entry); --check-shape adds shapes every candidate must also be correct on."""
+    shapes = list(request.shapes)
+    if not shapes:
+        declared = declaration(source, "SHAPES")
+        if not declared or not isinstance(declared, (list, tuple)):
+            raise CommandError(f"{kernel} declares no literal SHAPES list; give the run's shape with --shape M,N,K")
+        shapes = [(tuple(declared[0]), 1.0)]
+    return Problem.of(shapes, request.check_shapes, request.timing)
+
+
+AA_ROUNDS, AA_CALLS = 10, 5   # the short A/A of a measured run's start: a few seconds of GPU time
+
+
+def self_check(evaluator: Evaluator, start: Path, min_gain: float, say: Progress) -> dict:
+    """The start kernel against a byte-identical copy of itself, at the run's problem, before any step.
+
+    An interval that excludes 1.0 means this machine's A/B noise exceeds its interval here: the run warns and
+    widens its margin to cover the discrepancy seen, so a step must clear what an A/A could show.
+    """
+    copy = start.parent / "start_copy" / KERNEL
+    copy.parent.mkdir(exist_ok=True)
+    copy.write_text(start.read_text())
+    with say.task("A/A self-check: the starting kernel against its own copy"):
+        result = evaluator.self_compare(start, copy, AA_ROUNDS, AA_CALLS)
+    low, high, speedup = result.get("ci_low"), result.get("ci_high"), result.get("speedup")
+    check = {"speedup": speedup, "ci_low": low, "ci_high": high, "method": result.get("method"),
+             "launch_bound": result.get("launch_bound"), "min_gain_asked": min_gain, "min_gain": min_gain,
+             "error": result.get("error"), "covers_one": None}
+    if low is None or high is None:
+        say(f"warning: A/A self-check failed ({result.get('error')}: {result.get('message')}); margin unchanged")
+        return check
+    check["covers_one"] = low <= 1.0 <= high
+    if not check["covers_one"]:
+        widened = max(min_gain, abs(speedup - 1.0) + (high - low) / 2)
+        check["min_gain"] = round(widened, 4)
+        say(f"warning: the start kernel against its own copy measured {speedup:.4f}x [{low:.4f}, {high:.4f}], "
+            f"an interval that excludes 1.0: --min-gain widened {min_gain} -> {check['min_gain']}")
+    return check
 
 
 def _refuse_taken(path: Path, run_id: str) -> None:

@@ -59,8 +59,8 @@ def main(argv=None) -> int:
         for n, entry in enumerate(entries, 1):
             started = time.perf_counter()
             try:
-                record = runtime_evaluate(str(ROOT / entry["file"]), "sm90", shape, entry["knobs"] or None,
-                                          seed=20261201 + n, timing_budget_s=args.budget)
+                record = runtime_evaluate(str(ROOT / entry["file"]), target="sm90", shape=shape,
+                                          knobs=entry["knobs"] or None, seed=20261201 + n, timing_budget_s=args.budget)
                 row = summarize(entry, shape, record)
             except Exception as exc:  # noqa: BLE001 - one failing variant must not lose the others
                 row = {**entry, "shape": list(shape), "status": "driver_error", "verdict": f"{type(exc).__name__}: {exc}"}

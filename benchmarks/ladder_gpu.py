@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.results_meta import markdown_lines, run_metadata
 from evaluator.ladder import stage_files
+from evaluator.request import EvalRequest
 from evaluator.sandbox import run_isolated
 
 BENCH_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 2048), (16384, 8192, 4096), (256, 8192, 8192))
@@ -50,9 +51,9 @@ def parse_shape(text: str) -> tuple[int, int, int]:
 
 def measure_round(path: Path, shape, profile: bool) -> dict:
     """One runtime evaluation in a fresh sandboxed process: the runtime section, or what went wrong."""
-    result = run_isolated("evaluator.stages:runtime_stage",
-                          {"path": str(path), "target": "sm90", "shape": list(shape), "knobs": None, "seed": None,
-                           "profile": profile, "required": True}, timeout_s=ROUND_TIMEOUT_S)
+    request = EvalRequest(target="sm90", shape=tuple(shape), profile=profile, run=True)
+    result = run_isolated("evaluator.stages:runtime_stage", {"path": str(path), "request": request.to_dict()},
+                          timeout_s=ROUND_TIMEOUT_S)
     if not result.ok:
         return {"status": result.verdict, "verdict": result.message, "stderr_tail": result.stderr_tail[-2000:]}
     return result.value

@@ -43,7 +43,7 @@ def _estimate(job: tuple[str, str, tuple | None, dict | None]) -> dict:
     from evaluator.api import evaluate_static
 
     path, target, shape, knobs = job
-    record = evaluate_static(str(ROOT / path), target, shape, knobs)
+    record = evaluate_static(str(ROOT / path), target=target, shape=shape, knobs=knobs)
     st = record.get("static") or {}
     return {"status": record["status"], "message": record.get("message"),
             "estimated_tflops": st.get("estimated_tflops"), "estimated_efficiency": st.get("estimated_efficiency"),

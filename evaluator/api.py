@@ -13,23 +13,23 @@ from pathlib import Path
 from .batch import DEFAULT_FILE_TIMEOUT_S, ScoreOptions, score_file
 from .foreign import parse_args
 from .isolated import compare_isolated, evaluate_isolated
+from .request import EvalRequest, Problem
 from .sandbox import SandboxWorker
 from .stages import error_record, evaluate_static
 
-__all__ = ["compare", "error_record", "evaluate", "evaluate_foreign", "evaluate_static"]
+__all__ = ["EvalRequest", "Problem", "compare", "error_record", "evaluate", "evaluate_foreign", "evaluate_static"]
 
 
-def evaluate(path: str | Path, target: str | None = None, shape=None, knobs: dict | None = None,
-             run: bool | None = None, seed: int | None = None, profile: bool = False, timeout_s: float | None = None,
-             dump_dir: str | Path | None = None, worker: SandboxWorker | None = None) -> dict:
-    """Static evaluation, plus the runtime stage when `run` is true or (None) a GPU of the target is present.
+def evaluate(path: str | Path, request: EvalRequest | None = None, *, worker: SandboxWorker | None = None,
+             **fields) -> dict:
+    """Static evaluation, plus the runtime stage when `request.run` is true or (None) a GPU of the target is here.
 
-    `timeout_s` bounds every stage together (default: 120 s static, 600 s with a GPU stage); `seed` None draws
-    a fresh one for this evaluation. `run=True` without such a GPU gives a record with status "no_device".
-    `worker` is the sandbox worker to fork from (default: the process-wide one).
+    `fields` are `EvalRequest` fields (target, shape, problem, knobs, run, seed, profile, timeout_s, dump_dir)
+    for callers that do not build a request. `timeout_s` bounds every stage together (default: 120 s static,
+    600 s with a GPU stage); `seed` None draws a fresh one. `run=True` without such a GPU gives a record with
+    status "no_device". `worker` is the sandbox worker to fork from (default: the process-wide one).
     """
-    return evaluate_isolated(path, target, shape, knobs, run=run, seed=seed, timeout_s=timeout_s, profile=profile,
-                             dump_dir=dump_dir, worker=worker)
+    return evaluate_isolated(path, EvalRequest.build(request, fields), worker=worker)
 
 
 def evaluate_foreign(path: str | Path, entry: str, args: list[str], target: str, config: int | None = None,
@@ -45,14 +45,15 @@ def evaluate_foreign(path: str | Path, entry: str, args: list[str], target: str,
                                               dump_dir=str(dump_dir) if dump_dir else None))
 
 
-def compare(candidate_path: str | Path, incumbent_path: str | Path, target: str | None = None, shape=None,
-            min_gain: float = 0.0, seed: int | None = None, timeout_s: float | None = None,
-            worker: SandboxWorker | None = None) -> dict:
+def compare(candidate_path: str | Path, incumbent_path: str | Path, request: EvalRequest | None = None, *,
+            worker: SandboxWorker | None = None, **fields) -> dict:
     """Interleaved A/B timing of two kernels on this machine's GPU, hardened like `evaluate`.
 
-    Returns the comparison (speedup, ci_low, ci_high, accepted, method, samples, candidate_defenses). When a
+    Both kernels are timed at the request's objective shapes (the problem's, else the one `shape`, else the
+    incumbent's benchmark shape: never the candidate's own declaration), under the problem's timing (eager
+    per-call events or CUDA-graph replay), with the same instrumentation on both sides. Returns the
+    comparison (speedup, ci_low, ci_high, accepted, method, samples, launch_bound, candidate_defenses). When a
     file is refused or the sandboxed process fails (timeout, crash, GPU fault, no GPU) the result has
     `accepted` False and an `error`.
     """
-    return compare_isolated(candidate_path, incumbent_path, target, shape, min_gain=min_gain, seed=seed,
-                            timeout_s=timeout_s, worker=worker)
+    return compare_isolated(candidate_path, incumbent_path, EvalRequest.build(request, fields), worker=worker)

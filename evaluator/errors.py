@@ -67,6 +67,11 @@ class CompileFailure(NearpeakError):
     status = "compile_error"
 
 
+class ShapeUnsupported(NearpeakError):
+    """The kernel's SHAPE_MULTIPLE cannot run a shape the caller's problem requires."""
+    status = "unsupported_shape"
+
+
 class NoDeviceError(NearpeakError):
     status = "no_device"
     exit_code = EXIT_NO_DEVICE

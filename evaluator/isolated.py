@@ -31,6 +31,7 @@ from . import integrity
 from .compile import compiler_diagnostic, last_compiler_message
 from .errors import CandidateNotFound, NearpeakError, NoDeviceError, UsageError
 from .policy import check_policy, record_fields
+from .request import EvalRequest
 from .sandbox import IsolatedResult, SandboxWorker, run_isolated
 from .stages import error_record
 from .targets import UnknownTargetError, get_target
@@ -207,61 +208,55 @@ def static_isolated(path: str | Path, target: str | None, *, entry: str | None =
         kwargs = {"path": path, "entry": entry, "args": list(args), "target": target, "config": config,
                   "dump_dir": dump}
     else:
-        kwargs = {"path": path, "target": target, "shape": list(shape) if shape else None, "knobs": knobs,
-                  "dump_dir": dump}
+        request = EvalRequest(target=target, shape=tuple(shape) if shape else None, knobs=dict(knobs or {}),
+                              dump_dir=dump)
+        kwargs = {"path": path, "request": request.to_dict()}
     return _static_records(path, target, _Stages(timeout_s, worker), entry, kwargs, memory_mb)
 
 
-def evaluate_isolated(path: str | Path, target: str | None = None, shape=None, knobs: dict | None = None,
-                      run: bool | None = None, seed: int | None = None, timeout_s: float | None = None,
-                      profile: bool = False, memory_mb: int | None = STATIC_MEMORY_MB,
-                      dump_dir: str | Path | None = None, worker: SandboxWorker | None = None) -> dict:
-    """Policy, then the static stage and (when `run`, or None and a GPU of the target is here) the runtime
-    stage, each in its own sandbox: all under `timeout_s` when given, else STATIC_TIMEOUT_S for the static stage
-    and RUNTIME_TIMEOUT_S for the runtime stage. A seed not given is drawn fresh for this evaluation.
-    Returns the evaluation record."""
+def evaluate_isolated(path: str | Path, request: EvalRequest, worker: SandboxWorker | None = None,
+                      memory_mb: int | None = STATIC_MEMORY_MB) -> dict:
+    """Policy, then the static stage and (when `request.run`, or None and a GPU of the target is here) the
+    runtime stage, each in its own sandbox: all under `request.timeout_s` when given, else STATIC_TIMEOUT_S for
+    the static stage and RUNTIME_TIMEOUT_S for the runtime stage. A seed not given is drawn fresh for this
+    evaluation. Returns the evaluation record."""
     path = str(Path(path).resolve())
-    refused = _refused(path, target)
+    refused = _refused(path, request.target)
     if refused:
         return refused
-    stages = _Stages(timeout_s, worker)
-    [record] = _static_records(path, target, stages, None,
-                               {"path": path, "target": target, "shape": list(shape) if shape else None,
-                                "knobs": knobs, "dump_dir": str(Path(dump_dir).resolve()) if dump_dir else None},
+    if request.dump_dir:
+        request = request.with_(dump_dir=str(Path(request.dump_dir).resolve()))
+    stages = _Stages(request.timeout_s, worker)
+    [record] = _static_records(path, request.target, stages, None, {"path": path, "request": request.to_dict()},
                                memory_mb)
-    if record.get("status") != "ok" or run is False:
+    if record.get("status") != "ok" or request.run is False:
         return record
-
-    return evaluate_runtime_isolated(path, record, shape, knobs, run=run, seed=seed, profile=profile,
-                                     worker=worker, stages=stages)
+    return evaluate_runtime_isolated(path, record, request, worker=worker, stages=stages)
 
 
-def evaluate_runtime_isolated(path: str | Path, record: dict, shape=None, knobs: dict | None = None,
-                              run: bool | None = None, seed: int | None = None, timeout_s: float | None = None,
-                              profile: bool = False, worker: SandboxWorker | None = None,
-                              stages: _Stages | None = None) -> dict:
+def evaluate_runtime_isolated(path: str | Path, record: dict, request: EvalRequest,
+                              worker: SandboxWorker | None = None, stages: _Stages | None = None) -> dict:
     """The runtime stage alone, in its own sandbox, for a kernel whose static `record` (status ok, from
-    `evaluate_isolated(run=False)`) is already in hand: the static stage is not repeated, and the compile is
-    loaded from Triton's cache when the key matches. Returns `record` with the runtime section (or the failure)
-    merged in. `stages` continues an evaluation's budget and stage list (from `evaluate_isolated`)."""
+    `evaluate_isolated` with run=False) is already in hand: the static stage is not repeated, and the compile
+    is loaded from Triton's cache when the key matches. Returns `record` with the runtime section (or the
+    failure) merged in. `stages` continues an evaluation's budget and stage list (from `evaluate_isolated`)."""
     path = str(Path(path).resolve())
     if stages is None:
-        stages = _Stages(timeout_s, worker)
+        stages = _Stages(request.timeout_s, worker)
         stages.summaries.extend(record.get("sandbox") or [])
     record = {**record, "sandbox": stages.summaries}
     target = record.get("target")
     if not _gpu_nodes_present(target):
-        if run:
+        if request.run:
             record.update(status=NoDeviceError.status, message=f"--run needs a {target} GPU; none is present")
         return record
     if stages.remaining(RUNTIME_TIMEOUT_S) < MIN_STAGE_S:
         record.update(status="timeout", message=f"static stage used the whole {stages.timeout_s:.0f} s budget")
         return record
-    seed = int(seed) if seed is not None else secrets.randbits(31)
-    runtime, changed, limit = stages.run(
-        "runtime", "evaluator.stages:runtime_stage",
-        {"path": path, "target": target, "shape": list(shape) if shape else None, "knobs": knobs, "seed": seed,
-         "profile": profile, "required": bool(run)}, RUNTIME_TIMEOUT_S)
+    request = request.with_(target=target, seed=int(request.seed) if request.seed is not None
+                            else secrets.randbits(31))
+    runtime, changed, limit = stages.run("runtime", "evaluator.stages:runtime_stage",
+                                         {"path": path, "request": request.to_dict()}, RUNTIME_TIMEOUT_S)
     if changed:
         record.update(_tampered(changed))
         return record
@@ -287,8 +282,7 @@ def _comparison_failed(error: str, message: str, **extra) -> dict:
             "method": "interleaved A/B in a sandboxed process (failed)", **extra}
 
 
-def compare_isolated(candidate_path: str | Path, incumbent_path: str | Path, target: str | None = None, shape=None,
-                     min_gain: float = 0.0, seed: int | None = None, timeout_s: float | None = None,
+def compare_isolated(candidate_path: str | Path, incumbent_path: str | Path, request: EvalRequest,
                      worker: SandboxWorker | None = None) -> dict:
     """Interleaved A/B timing of candidate against incumbent on this machine's GPU, hardened like
     `evaluate_isolated`: policy on both files, a fresh sandboxed process, integrity hashes, the health check
@@ -299,16 +293,16 @@ def compare_isolated(candidate_path: str | Path, incumbent_path: str | Path, tar
     """
     paths = [str(Path(p).resolve()) for p in (candidate_path, incumbent_path)]
     for which, path in zip(("candidate", "incumbent"), paths):
-        refused = _refused(path, target)
+        refused = _refused(path, request.target)
         if refused:
             return _comparison_failed(refused["status"], f"{which}: {refused['message']}", line=refused.get("line"),
                                       policy=refused.get("policy"))
-    seed = int(seed) if seed is not None else secrets.randbits(31)
-    stages = _Stages(timeout_s, worker)
+    seed = int(request.seed) if request.seed is not None else secrets.randbits(31)
+    stages = _Stages(request.timeout_s, worker)
     result, changed, limit = stages.run(
         "compare", "evaluator.stages:compare_stage",
-        {"candidate_path": paths[0], "incumbent_path": paths[1], "target": target,
-         "shape": list(shape) if shape else None, "min_gain": min_gain, "seed": seed}, RUNTIME_TIMEOUT_S)
+        {"candidate_path": paths[0], "incumbent_path": paths[1], "request": request.with_(seed=seed).to_dict()},
+        RUNTIME_TIMEOUT_S)
     if changed:
         return _comparison_failed("tampered", _tampered(changed)["message"], sandbox=stages.summaries, seed=seed)
     if not result.ok:

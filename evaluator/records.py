@@ -153,6 +153,8 @@ class EvaluationRecord:
     dumped: list[str] | None = None
     config: dict | None = None       # an autotuned foreign kernel's config this record compiled
     job_seconds: float | None = None  # wall time of the agent executor's job that produced the record
+    objective: dict | None = None    # a run's problem: the static estimate at each objective shape and their mean
+    shape_class: dict | None = None  # a run's problem: the kernel's SHAPE_MULTIPLE and whether the problem fits
     undocumented: dict[str, Any] = field(default_factory=dict)
 
     @classmethod

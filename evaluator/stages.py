@@ -12,7 +12,8 @@ from importlib import metadata
 from pathlib import Path
 
 from . import SCHEMA_VERSION
-from .errors import NearpeakError, NoDeviceError, UsageError
+from .errors import NearpeakError, NoDeviceError, ShapeUnsupported, UsageError
+from .request import EvalRequest, weighted_geomean
 from .targets import get_target
 
 
@@ -57,31 +58,84 @@ def _compile_traced(path: str, compile_call):
     return kernels, trace
 
 
-def evaluate_static(path: str | Path, target: str | None = None, shape=None, knobs: dict | None = None,
-                    dump_dir: str | Path | None = None) -> dict:
-    """Compile a contract kernel here (no GPU needed) and analyse what the compiler produced. In-process."""
+def _require_shapes(spec, request: EvalRequest) -> None:
+    """The kernel must run every shape the request's problem names (its own SHAPES are its business)."""
+    missing = [s for s in request.required_shapes() if not spec.supports(s)]
+    if missing:
+        listed = ", ".join("x".join(map(str, s)) for s in missing)
+        raise ShapeUnsupported(f"the kernel's SHAPE_MULTIPLE {spec.shape_multiple} cannot run the requested "
+                               f"shape(s) {listed}", file=spec.path)
+
+
+def objective_section(request: EvalRequest, statics: list[dict]) -> dict:
+    """The record's `objective`: the static estimate at each objective shape and their weighted geometric mean.
+
+    `statics[i]` is the static section at objective shape i; the first is the record's own `static` and is
+    not repeated here (`extra_static` holds the others, in order).
+    """
+    objective = request.shapes_for(tuple(statics[0].get("shape") or ()))
+    estimates = [s.get("estimated_tflops") for s in statics]
+    geomean = (round(weighted_geomean(estimates, [o.weight for o in objective]), 1)
+               if all(e is not None and e > 0 for e in estimates) else None)
+    return {"shapes": [list(o.shape) for o in objective], "weights": [o.weight for o in objective],
+            "timing": request.timing, "estimated_tflops": estimates, "geomean_estimated_tflops": geomean,
+            "extra_static": statics[1:], "kind": "static estimate at each objective shape"}
+
+
+def evaluate_static(path: str | Path, request: EvalRequest | None = None, **fields) -> dict:
+    """Compile a contract kernel here (no GPU needed) and analyse what the compiler produced. In-process.
+
+    With a problem in the request the kernel is compiled at every objective shape (the record's `shape` and
+    `static` are the first; `objective` holds all of them) and must support every shape of the problem.
+    `fields` are `EvalRequest` fields for callers that build no request (target, shape, knobs, dump_dir).
+    """
     from .compile import compile_candidate
     from .contract import load_candidate
     from .static import analyze, dump_artifacts
 
+    request = EvalRequest.build(request, fields)
     path = str(path)
+    target = request.target
     try:
         module, spec = load_candidate(path)
         target = target or spec.target
         tgt = _target(target)
-        shape = tuple(shape or spec.benchmark_shape)
-        started = time.perf_counter()
-        kernels, trace = _compile_traced(path, lambda: compile_candidate(module, spec, tgt, shape, knobs))
-        compile_s = time.perf_counter() - started
+        _require_shapes(spec, request)
+        objective = request.shapes_for(spec.benchmark_shape)
+        knobs = dict(request.knobs or {})
+        statics, first_kernels, first_trace, compile_s = [], None, None, 0.0
+        for goal in objective:
+            started = time.perf_counter()
+            kernels, trace = _compile_traced(
+                path, lambda shape=goal.shape: compile_candidate(module, spec, tgt, shape, knobs or None))
+            compile_s += time.perf_counter() - started
+            statics.append({**analyze(kernels, tgt, goal.shape), "shape": list(goal.shape)})
+            if first_kernels is None:
+                first_kernels, first_trace = kernels, trace
+        shape = objective[0].shape
         record = base_record(path, target)
-        record.update(shape=list(shape), knobs={**spec.knobs, **(knobs or {})}, spec=spec.to_dict(),
-                      compile_seconds=round(compile_s, 3), static=analyze(kernels, tgt, shape),
-                      kernel_provenance=trace.to_dict())
-        if dump_dir:
-            record["dumped"] = dump_artifacts(kernels, tgt, dump_dir)
+        record.update(shape=list(shape), knobs={**spec.knobs, **knobs}, spec=spec.to_dict(),
+                      compile_seconds=round(compile_s, 3), static={k: v for k, v in statics[0].items()
+                                                                    if k != "shape"},
+                      kernel_provenance=first_trace.to_dict())
+        if request.problem is not None or len(objective) > 1:
+            record["objective"] = objective_section(request, statics)
+        narrowed = _narrowing(spec, request)
+        if narrowed:
+            record["shape_class"] = narrowed
+        if request.dump_dir:
+            record["dumped"] = dump_artifacts(first_kernels, tgt, request.dump_dir)
         return record
     except NearpeakError as err:
         return error_record(path, target, err)
+
+
+def _narrowing(spec, request: EvalRequest) -> dict | None:
+    """What the kernel's supported-shape class is, beside the problem's shapes (for the verdict to name)."""
+    if request.problem is None:
+        return None
+    return {"shape_multiple": list(spec.shape_multiple),
+            "problem_shapes_fit": all(spec.supports(s) for s in request.problem.shapes)}
 
 
 def evaluate_foreign(path: str | Path, entry: str, args: list[str], target: str, config: int | None = None,
@@ -124,9 +178,8 @@ def evaluate_foreign(path: str | Path, entry: str, args: list[str], target: str,
 # Entry points of the sandboxed children (JSON in, JSON out)
 
 
-def static_stage(path: str, target: str | None, shape: list | None, knobs: dict | None,
-                 dump_dir: str | None = None) -> dict:
-    return evaluate_static(path, target, tuple(shape) if shape else None, knobs, dump_dir)
+def static_stage(path: str, request: dict) -> dict:
+    return evaluate_static(path, EvalRequest.from_dict(request))
 
 
 def foreign_stage(path: str, entry: str, args: list[str], target: str, config: int | None,
@@ -134,30 +187,29 @@ def foreign_stage(path: str, entry: str, args: list[str], target: str, config: i
     return evaluate_foreign(path, entry, args, target, config, dump_dir=dump_dir)
 
 
-def runtime_stage(path: str, target: str, shape: list | None, knobs: dict | None, seed: int | None,
-                  profile: bool, required: bool) -> dict | None:
-    """The runtime section, or None when no GPU of `target` is here and none was required."""
+def runtime_stage(path: str, request: dict) -> dict | None:
+    """The runtime section, or None when no GPU of the request's target is here and none was required."""
     from .runtime.device import require_device
 
+    req = EvalRequest.from_dict(request)
     try:
-        require_device(target, with_smi=False)  # runtime_evaluate reads driver and clocks itself
+        require_device(req.target, with_smi=False)  # runtime_evaluate reads driver and clocks itself
     except NoDeviceError as err:
-        return {"status": NoDeviceError.status, "verdict": err.message} if required else None
+        return {"status": NoDeviceError.status, "verdict": err.message} if req.run else None
     from .runtime.evaluate import runtime_evaluate
 
     try:
-        return runtime_evaluate(path, target, tuple(shape) if shape else None, knobs, seed, profile)
+        return runtime_evaluate(path, req)
     except NearpeakError as err:  # the candidate's contract or import failing on this side too
         return {"status": err.status, "verdict": err.message}
 
 
-def compare_stage(candidate_path: str, incumbent_path: str, target: str | None, shape: list | None,
-                  min_gain: float, seed: int | None) -> dict:
+def compare_stage(candidate_path: str, incumbent_path: str, request: dict) -> dict:
     """Interleaved A/B timing with the candidate's runtime defenses; a failure is `accepted` False + `error`."""
     from .runtime.evaluate import compare
 
     try:
-        return compare(candidate_path, incumbent_path, target, tuple(shape) if shape else None, min_gain, seed)
+        return compare(candidate_path, incumbent_path, EvalRequest.from_dict(request))
     except NearpeakError as err:
         return {"accepted": False, "error": err.status, "message": err.message, "speedup": None, "ci_low": None,
                 "ci_high": None, "method": "interleaved A/B (not run)"}

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from evaluator import provenance
+from evaluator.request import EvalRequest
 from evaluator.runtime import evaluate
 from evaluator.runtime.device import DeviceInfo
 
@@ -84,7 +85,7 @@ def cpu_device(monkeypatch):
 def run(tmp_path, source: str, **kwargs) -> dict:
     path = tmp_path / "candidate.py"
     path.write_text(textwrap.dedent(source))
-    return evaluate.runtime_evaluate(path, seed=11, timing_budget_s=0.05, **kwargs)
+    return evaluate.runtime_evaluate(path, EvalRequest(seed=11, **kwargs), timing_budget_s=0.05)
 
 
 def test_honest_candidate_gets_a_complete_record(tmp_path, cpu_device):
@@ -166,8 +167,8 @@ def write(tmp_path, name: str, source: str):
 
 
 def test_compare_accepts_a_faster_correct_candidate(tmp_path, cpu_device):
-    result = evaluate.compare(write(tmp_path, "fast.py", HONEST), write(tmp_path, "slow.py", SLOW), min_gain=0.05,
-                              seed=2, rounds=8, calls_per_round=3)
+    result = evaluate.compare(write(tmp_path, "fast.py", HONEST), write(tmp_path, "slow.py", SLOW), EvalRequest(min_gain=0.05,
+                              seed=2, ab_rounds=8, ab_calls=3))
     assert result["candidate_correct"] and result["accepted"] and result["ci_low"] > 1.05, result
     assert result["shape"] == [256, 192, 128] and result["input_sets"] >= 2
 
@@ -176,7 +177,7 @@ def test_compare_times_the_candidate_against_the_vendor_in_the_same_session(tmp_
     fast, slow = write(tmp_path, "fast.py", HONEST), write(tmp_path, "slow.py", SLOW)
     ratios = {}
     for name, (candidate, incumbent) in {"fast": (fast, slow), "slow": (slow, fast)}.items():
-        vendor = evaluate.compare(candidate, incumbent, seed=2, rounds=6, calls_per_round=3)["vs_vendor"]
+        vendor = evaluate.compare(candidate, incumbent, EvalRequest(seed=2, ab_rounds=6, ab_calls=3))["vs_vendor"]
         assert vendor["vendor"] == "torch.matmul" and "candidate/vendor" in vendor["method"]
         assert vendor["ci_low"] <= vendor["ratio"] <= vendor["ci_high"]
         ratios[name] = vendor["ratio"]
@@ -184,15 +185,15 @@ def test_compare_times_the_candidate_against_the_vendor_in_the_same_session(tmp_
 
 
 def test_compare_never_accepts_a_faster_wrong_candidate(tmp_path, cpu_device):
-    result = evaluate.compare(write(tmp_path, "wrong.py", FAST_WRONG), write(tmp_path, "slow.py", SLOW), seed=2,
-                              rounds=6, calls_per_round=3)
+    result = evaluate.compare(write(tmp_path, "wrong.py", FAST_WRONG), write(tmp_path, "slow.py", SLOW), EvalRequest(seed=2,
+                              ab_rounds=6, ab_calls=3))
     assert result["speedup"] > 1 and not result["candidate_correct"] and not result["accepted"]
     assert "256x192x128" in result["candidate_verdict"]
 
 
 def test_compare_runs_the_candidate_defenses(tmp_path, cpu_device):
-    result = evaluate.compare(write(tmp_path, "fast.py", HONEST), write(tmp_path, "slow.py", SLOW), seed=2,
-                              rounds=8, calls_per_round=3)
+    result = evaluate.compare(write(tmp_path, "fast.py", HONEST), write(tmp_path, "slow.py", SLOW), EvalRequest(seed=2,
+                              ab_rounds=8, ab_calls=3))
     names = [c["name"] for c in result["candidate_defenses"]]
     assert names == ["timed_outputs", "timed_stream", "stream_order", "fresh_inputs", "provenance", "integrity"]
     assert result["candidate_status"] == "ok" and all(c["ok"] for c in result["candidate_defenses"])
@@ -207,8 +208,8 @@ def test_provenance_trace_refuses_a_torch_launch(tmp_path, cpu_device, monkeypat
     monkeypatch.setattr(evaluate, "read_driver_and_clocks", lambda backend, index: (None, {}))
     rec = run(tmp_path, HONEST)
     assert rec["status"] == "foreign_compute" and "aten." in rec["verdict"] and "line 11" in rec["verdict"]
-    result = evaluate.compare(write(tmp_path, "fast.py", HONEST), write(tmp_path, "slow.py", SLOW), seed=2,
-                              rounds=8, calls_per_round=3)
+    result = evaluate.compare(write(tmp_path, "fast.py", HONEST), write(tmp_path, "slow.py", SLOW), EvalRequest(seed=2,
+                              ab_rounds=8, ab_calls=3))
     assert not result["accepted"] and result["candidate_status"] == "foreign_compute"
 
 

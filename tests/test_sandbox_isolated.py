@@ -4,9 +4,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from evaluator import integrity
+from evaluator import api, integrity
 from evaluator.batch import ScoreOptions, score_file
-from evaluator.isolated import _runtime_failed, evaluate_isolated, run_guarded
+from evaluator.isolated import _runtime_failed, run_guarded
+from evaluator.request import EvalRequest
 from evaluator.sandbox import run_isolated
 
 CANDIDATES = "tests/adversarial/candidates"
@@ -41,18 +42,18 @@ def test_run_guarded_reports_a_tampered_tree(tmp_path):
 
 
 def test_policy_violation_record_runs_nothing():
-    record = evaluate_isolated(f"{CANDIDATES}/policy_segfault.py", timeout_s=30)
+    record = api.evaluate(f"{CANDIDATES}/policy_segfault.py", timeout_s=30)
     assert record["status"] == "policy_violation" and record["line"] == 2
     assert "sandbox" not in record
     assert record["policy"]["violations"][0]["rule"] == "process_network_ffi"
 
 
 def test_missing_file_is_not_found():
-    assert evaluate_isolated("no/such/kernel.py")["status"] == "not_found"
+    assert api.evaluate("no/such/kernel.py")["status"] == "not_found"
 
 
 def test_static_record_comes_back_with_its_sandbox_stage():
-    record = evaluate_isolated(f"{CANDIDATES}/honest_sm90.py", run=False, timeout_s=300)
+    record = api.evaluate(f"{CANDIDATES}/honest_sm90.py", run=False, timeout_s=300)
     assert record["status"] == "ok", record["message"]
     assert record["target"] == "sm90" and record["static"]
     assert [s["stage"] for s in record["sandbox"]] == ["static"]
@@ -60,7 +61,7 @@ def test_static_record_comes_back_with_its_sandbox_stage():
 
 
 def test_timeout_record_says_which_stage():
-    record = evaluate_isolated(f"{CANDIDATES}/sandbox_hang_at_import.py", timeout_s=6)
+    record = api.evaluate(f"{CANDIDATES}/sandbox_hang_at_import.py", timeout_s=6)
     assert record["status"] == "timeout", record["message"]
     assert record["message"].startswith("static stage did not finish within 6 s")
     assert record["sandbox"][0]["verdict"] == "timeout"
@@ -72,7 +73,7 @@ def test_eval_scorer_and_evaluate_share_one_sandboxed_static_stage():
     the scorer names the TARGET the file declares (it reads it before anything runs)."""
     path = f"{CANDIDATES}/sandbox_hang_at_import.py"
     [scored] = score_file(path, ScoreOptions(timeout_s=4))
-    evaluated = evaluate_isolated(path, run=False, timeout_s=4)
+    evaluated = api.evaluate(path, run=False, timeout_s=4)
     assert scored["file"] == path and evaluated["file"] == str(Path(path).resolve())
     for record in (scored, evaluated):
         assert record["status"] == "timeout", record["message"]
@@ -91,7 +92,7 @@ def test_runtime_section_status_decides():
 
 
 def test_run_without_a_gpu_is_no_device():
-    record = evaluate_isolated(f"{CANDIDATES}/honest_sm90.py", run=True, timeout_s=300)
+    record = api.evaluate(f"{CANDIDATES}/honest_sm90.py", run=True, timeout_s=300)
     if record.get("runtime"):
         return  # a GPU of the target is here: nothing to check about its absence
     assert record["status"] == "no_device" and "sm90" in record["message"]
@@ -103,10 +104,12 @@ def test_runtime_stage_reports_a_missing_gpu_only_when_required():
     if detect_target() == "sm90":
         return
     path = str(Path(CANDIDATES, "honest_sm90.py").resolve())
-    args = {"path": path, "target": "sm90", "shape": None, "knobs": None, "seed": 1, "profile": False}
-    required = run_isolated("evaluator.stages:runtime_stage", {**args, "required": True}, timeout_s=120)
+    args = {"target": "sm90", "seed": 1}
+    required = run_isolated("evaluator.stages:runtime_stage",
+                            {"path": path, "request": EvalRequest(**args, run=True).to_dict()}, timeout_s=120)
     assert required.ok and required.value["status"] == "no_device"
-    optional = run_isolated("evaluator.stages:runtime_stage", {**args, "required": False}, timeout_s=120)
+    optional = run_isolated("evaluator.stages:runtime_stage",
+                            {"path": path, "request": EvalRequest(**args, run=None).to_dict()}, timeout_s=120)
     assert optional.ok and optional.value is None
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from evaluator import api
 from evaluator.isolated import evaluate_runtime_isolated
+from evaluator.request import EvalRequest, Problem
 
 from ..evaluation import screen
 
@@ -33,6 +34,11 @@ class Job:
     max_spills: int
     timeout_s: float = 600.0  # per phase (static; runtime; comparison): past it the sandbox is killed
     profile: bool = True     # also profile the matrix-unit efficiency of a measured candidate
+    problem: Problem | None = None   # the run's shapes and timing (None: each kernel's own declarations)
+
+    def request(self, **fields) -> EvalRequest:
+        return EvalRequest(target=self.target, problem=self.problem, timeout_s=self.timeout_s,
+                           min_gain=self.min_gain, **fields)
 
 
 @dataclass(frozen=True)
@@ -64,7 +70,7 @@ def static_job(job: Job) -> dict:
     try:
         path = _write(scratch, "candidate", job.source)
         started = time.monotonic()
-        record = api.evaluate(str(path), target=job.target, run=False, timeout_s=job.timeout_s)
+        record = api.evaluate(str(path), job.request(run=False))
         record["job_seconds"] = round(time.monotonic() - started, 3)
         return record
     finally:
@@ -79,14 +85,13 @@ def measured_job(job: Job, static_record: dict) -> MeasuredResult:
     try:
         path = _write(scratch, "candidate", job.source)
         started = time.monotonic()
-        record = evaluate_runtime_isolated(path, static_record, run=True, profile=job.profile,
-                                           timeout_s=job.timeout_s)
+        record = evaluate_runtime_isolated(path, static_record, job.request(run=True, profile=job.profile))
         seconds = {"runtime": round(time.monotonic() - started, 3)}
         if screen(record, job.max_spills) is not None or (record.get("runtime") or {}).get("correct") is not True:
             return MeasuredResult(record, None, seconds)
         parent = _write(scratch, "parent", job.parent_source)
         started = time.monotonic()
-        comparison = api.compare(path, parent, target=job.target, min_gain=job.min_gain, timeout_s=job.timeout_s)
+        comparison = api.compare(path, parent, job.request())
         seconds["compare"] = round(time.monotonic() - started, 3)
         return MeasuredResult(record, comparison, seconds)
     finally:

@@ -11,6 +11,7 @@ failing shape and where its error is largest; `summary` adds the headline figure
 from __future__ import annotations
 
 import secrets
+import statistics
 import time
 from collections.abc import Callable
 
@@ -18,6 +19,7 @@ from .. import provenance
 from ..contract import load_candidate
 from ..errors import UsageError
 from ..records import RuntimeRecord
+from ..request import EvalRequest
 from ..sandbox import GPU_FAULT_PATTERN
 from ..targets import Target, get_target
 from . import correctness as corr
@@ -51,15 +53,19 @@ def _last_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {lines[-1].strip() if lines else ''}"
 
 
-def _resolve(path, target: str | None, shape):
+def _resolve(path, request: EvalRequest, benchmark_from=None):
+    """(module, spec, target, objective shapes) of a kernel file for `request`; the objective shapes are the
+    request's problem (or shape), else the benchmark shape of `benchmark_from` (a spec) or the kernel's own."""
     module, spec = load_candidate(str(path))
-    target = target or spec.target
+    target = request.target or spec.target
     if target != spec.target:
         raise UsageError(f"the kernel declares TARGET {spec.target!r}, asked to run it as {target!r}", file=str(path))
-    shape = tuple(int(d) for d in (shape or spec.benchmark_shape))
-    if not spec.supports(shape):
-        raise UsageError(f"shape {shape} is not a multiple of SHAPE_MULTIPLE {spec.shape_multiple}", file=str(path))
-    return module, spec, get_target(target), shape
+    objective = request.shapes_for((benchmark_from or spec).benchmark_shape)
+    for shape in [o.shape for o in objective] + list(request.required_shapes()):
+        if not spec.supports(tuple(shape)):
+            raise UsageError(f"shape {tuple(shape)} is not a multiple of SHAPE_MULTIPLE {spec.shape_multiple}",
+                             file=str(path))
+    return module, spec, get_target(target), objective
 
 
 def _trace_launches(module, path) -> provenance.Trace:
@@ -144,7 +150,8 @@ def _timing_phase(module, spec, target, info: DeviceInfo, device, shape, knobs: 
         try:
             vendors[0][0]()
             synchronize(device)
-            calls["vendor"] = lambda i: vendors[i % count][0]()
+            # The vendor side goes through a guard too (its trace is not judged): the same host instrumentation.
+            calls["vendor"] = provenance.guard(lambda i: vendors[i % count][0](), provenance.Trace("<vendor>"))
         except Exception as exc:  # noqa: BLE001 - e.g. torch._scaled_mm refusing a layout or dtype pair
             vendor_name, vendor_note = None, f"vendor call failed: {_last_line(exc)}"
     timer = timing.Timer(device)
@@ -209,22 +216,27 @@ def _launch_costs(timer: timing.Timer, calls: dict, device, shape, timed: dict) 
     return out
 
 
-def runtime_evaluate(path, target: str | None = None, shape=None, knobs: dict | None = None, seed: int | None = None,
-                     profile: bool = False, timing_budget_s: float = TIMING_BUDGET_S) -> dict:
+def runtime_evaluate(path, request: EvalRequest | None = None, *, timing_budget_s: float = TIMING_BUDGET_S,
+                     **fields) -> dict:
     """Check and time one candidate on this machine's GPU; returns the record's "runtime" section.
 
-    Raises NoDeviceError when no GPU of the kernel's target is present.
+    Correctness covers the kernel's benchmark shape, a small and a held-out shape and every shape of the
+    request's problem; the timed figures are at the first objective shape. Raises NoDeviceError when no GPU
+    of the kernel's target is present.
     """
     import torch
 
     integrity = defenses.Integrity.capture()  # before the candidate's module runs any code
     started = _clock()
-    module, spec, tgt, shape = _resolve(path, target, shape)
+    request = EvalRequest.build(request, fields)
+    module, spec, tgt, objective = _resolve(path, request)
+    shape = objective[0].shape
     trace = _trace_launches(module, path)
     info = require_device(tgt.name)
     device = _device(info)
-    seed = int(seed) if seed is not None else secrets.randbits(31)
-    knobs = {**spec.knobs, **(knobs or {})}
+    seed = int(request.seed) if request.seed is not None else secrets.randbits(31)
+    profile = request.profile
+    knobs = {**spec.knobs, **(request.knobs or {})}
     record = _base_record(info, seed, shape, knobs)
     record["held_out_shape"] = list(corr.held_out_shape(spec.shape_multiple, seed))  # never shown to a proposer
     record["provenance"] = _provenance()
@@ -243,6 +255,7 @@ def runtime_evaluate(path, target: str | None = None, shape=None, knobs: dict | 
     # Correctness (includes the JIT compile of the first launch).
     t0 = _clock()
     shapes = corr.correctness_shapes(spec, seed, shape)
+    shapes += [s for s in request.required_shapes() if tuple(s) not in shapes]
     record["tolerance"] = corr.tolerance_for(spec.dtype, spec.out_dtype)
     try:
         report = corr.check_correctness(module.launch, spec, shapes, knobs, device, seed, sync,
@@ -343,51 +356,127 @@ def _candidate_defenses(module, spec, knobs: dict, shape, sets: list[dict], snap
     ]
 
 
-def compare(candidate_path, incumbent_path, target: str | None = None, shape=None, min_gain: float = 0.0,
-            seed: int | None = None, rounds: int = 20, calls_per_round: int = 10) -> dict:
+LAUNCH_BOUND_FRACTION = 0.5   # host time per call above this share of the GPU time per call: launch-bound
+
+
+def _launch_bound(timer: timing.Timer, sides: dict[str, Callable[[int], object]], gpu_ms: dict[str, float]) -> dict:
+    """Host time per launch call of each side beside its GPU time per call, and whether the host decides."""
+    host = {name: timing.host_us_per_call(timer, call, calls=20) for name, call in sides.items()}
+    bound = {name: host[name] * 1e-3 > LAUNCH_BOUND_FRACTION * gpu_ms[name] for name in sides}
+    return {"host_us_per_call": host, "gpu_us_per_call": {k: v * 1e3 for k, v in gpu_ms.items()},
+            "launch_bound": any(bound.values()), "sides_launch_bound": bound}
+
+
+def _compare_at(cand_mod, inc_mod, cand_spec, inc_spec, shape, request: EvalRequest, info, tgt, device, seed: int,
+                trace: provenance.Trace, integrity: defenses.Integrity, defend_fully: bool) -> dict:
+    """The A/B at one shape: both sides under the same guard, on the same input sets in the same order.
+
+    The incumbent's launches go through a provenance guard of their own (its trace is not judged), so both
+    sides pay the same host instrumentation; under graph timing neither side runs host code while timed.
+    """
+    sets, _ = _rotating_sets(cand_spec, shape, device, seed, _cache_bytes(info, tgt), outputs_per_set=2)
+    snapshots = [corr.snapshot_inputs(s) for s in sets]
+    count = len(sets)
+    inc_out = [s["c"].clone() for s in sets]
+    cand_knobs, inc_knobs = {**cand_spec.knobs, **(request.knobs or {})}, inc_spec.knobs
+    inc_launch = provenance.guard(inc_mod.launch, provenance.Trace(str(inc_spec.path)))
+
+    def cand(i: int):
+        return cand_mod.launch(**sets[i % count], **cand_knobs)
+
+    def inc(i: int):
+        return inc_launch(**{**sets[i % count], "c": inc_out[i % count]}, **inc_knobs)
+
+    if request.timing == "graph":
+        cand_graph = timing.capture_graph(cand, device, request.ab_calls)
+        inc_graph = timing.capture_graph(inc, device, request.ab_calls)
+        result = timing.compare_graphs(cand_graph, inc_graph, request.ab_calls, device, rounds=request.ab_rounds,
+                                       min_gain=request.min_gain, seed=seed)
+        replay_check = _provenance_check(trace, cand_graph.replay)
+        replay_check["name"] = "provenance_graph_replay"
+    else:
+        result = timing.compare_interleaved(cand, inc, device, rounds=request.ab_rounds,
+                                            calls_per_round=request.ab_calls,
+                                            min_gain=request.min_gain, seed=seed)
+        replay_check = None
+    samples = result["samples"]
+    result.update(_launch_bound(timing.Timer(device), {"candidate": cand, "incumbent": inc},
+                                {"candidate": statistics.median(samples["candidate_ms"]),
+                                 "incumbent": statistics.median(samples["incumbent_ms"])}))
+    if defend_fully:
+        checks = _candidate_defenses(cand_mod, cand_spec, cand_knobs, shape, sets, snapshots, device, seed, trace,
+                                     integrity)
+    else:  # later shapes: the timed outputs and operands; the other defenses ran at the first shape
+        checks = [defenses.recheck_timed_outputs(sets, snapshots, cand_spec, shape)]
+    if replay_check is not None:
+        checks.insert(0, replay_check)
+    result.update(shape=list(shape), input_sets=count, checks=checks)
+    if defend_fully:
+        result["vs_vendor"] = _vendor_comparison(cand, cand_spec, sets, device, request.ab_rounds, request.ab_calls,
+                                                 seed)
+    return result
+
+
+def compare(candidate_path, incumbent_path, request: EvalRequest | None = None, **fields) -> dict:
     """Time candidate against incumbent interleaved on the same inputs; accept on the interval's low end.
 
-    Both kernels read the same rotating operand sets and write their own outputs. The candidate side gets
-    the defenses of `runtime_evaluate` (`candidate_defenses`): outputs of the timed calls checked and operands
+    The shapes are the request's objective (its problem's, or its one shape, else the incumbent's benchmark
+    shape: never the candidate's own SHAPES), each timed in A/B rounds under the problem's timing; several
+    shapes combine into one weighted-geometric-mean speedup with one paired-bootstrap interval. Both kernels
+    read the same rotating operand sets, write their own outputs and run under the same instrumentation. The
+    candidate side gets the defenses of `runtime_evaluate`: outputs of the timed calls checked and operands
     unchanged, no work off the timed stream, no cached result, only its own kernels computing (traced on
-    every call), timers and evaluator untouched. A failure makes `accepted` False and names the reason in
-    `candidate_status`. Raises NoDeviceError when no GPU of the target is present.
+    every call, and profiled on a replay of its graph under graph timing), timers and evaluator untouched. A
+    failure makes `accepted` False and names the reason in `candidate_status`. Raises NoDeviceError when no
+    GPU of the target is present.
     """
+    import torch
+
     integrity = defenses.Integrity.capture()  # before either module runs any code
-    cand_mod, cand_spec, tgt, shape = _resolve(candidate_path, target, shape)
+    request = EvalRequest.build(request, fields)
+    inc_mod, inc_spec = load_candidate(str(incumbent_path))
+    cand_mod, cand_spec, tgt, objective = _resolve(candidate_path, request, benchmark_from=inc_spec)
     trace = _trace_launches(cand_mod, candidate_path)
-    inc_mod, inc_spec, _, _ = _resolve(incumbent_path, tgt.name, shape)
+    _resolve(incumbent_path, request.with_(target=tgt.name), benchmark_from=inc_spec)
     for field in ("dtype", "out_dtype", "scales"):
         if getattr(cand_spec, field) != getattr(inc_spec, field):
             raise UsageError(f"candidate and incumbent differ in {field}: {getattr(cand_spec, field)!r} vs "
                              f"{getattr(inc_spec, field)!r}")
     info = require_device(tgt.name)
     device = _device(info)
-    seed = int(seed) if seed is not None else secrets.randbits(31)
-    sets, _ = _rotating_sets(cand_spec, shape, device, seed, _cache_bytes(info, tgt), outputs_per_set=2)
-    snapshots = [corr.snapshot_inputs(s) for s in sets]
-    count = len(sets)
-    inc_out = [s["c"].clone() for s in sets]
-    cand_knobs, inc_knobs = cand_spec.knobs, inc_spec.knobs
-
-    def cand(i: int):
-        return cand_mod.launch(**sets[i % count], **cand_knobs)
-
-    def inc(i: int):
-        return inc_mod.launch(**{**sets[i % count], "c": inc_out[i % count]}, **inc_knobs)
-
-    result = timing.compare_interleaved(cand, inc, device, rounds=rounds, calls_per_round=calls_per_round,
-                                        min_gain=min_gain, seed=seed)
-    checks = _candidate_defenses(cand_mod, cand_spec, cand_knobs, shape, sets, snapshots, device, seed, trace,
-                                 integrity)
+    seed = int(request.seed) if request.seed is not None else secrets.randbits(31)
+    per_shape = []
+    for n, goal in enumerate(objective):
+        per_shape.append(_compare_at(cand_mod, inc_mod, cand_spec, inc_spec, goal.shape, request, info, tgt, device,
+                                     seed, trace, integrity, defend_fully=n == 0))
+        torch.cuda.empty_cache()
+    first = per_shape[0]
+    if len(per_shape) == 1:
+        result = {k: v for k, v in first.items() if k != "checks"}
+    else:
+        speedup, low, high = timing.combine_rounds(
+            [(r["samples"]["candidate_ms"], r["samples"]["incumbent_ms"]) for r in per_shape],
+            [o.weight for o in objective], seed=seed)
+        result = {"speedup": speedup, "ci_low": low, "ci_high": high, "confidence": first["confidence"],
+                  "accepted": low > 1 + request.min_gain, "min_gain": request.min_gain,
+                  "method": f"weighted geometric mean over {len(per_shape)} shapes of: {first['method']}",
+                  "launch_bound": any(r["launch_bound"] for r in per_shape), "vs_vendor": first.get("vs_vendor"),
+                  "per_shape": [{k: v for k, v in r.items() if k not in ("checks", "vs_vendor")} for r in per_shape],
+                  "weights": [o.weight for o in objective], "shape": first["shape"]}
+    checks = [c for r in per_shape for c in r["checks"]]
     failed = next((c for c in checks if not c["ok"]), None)
-    result.update(shape=list(shape), seed=seed, input_sets=count, device=info.name, measured=True,
-                  candidate_defenses=checks, candidate_correct=failed is None,
+    result.update(seed=seed, device=info.name, measured=True, timing=request.timing,
+                  shapes=[list(o.shape) for o in objective], candidate_defenses=checks,
+                  candidate_correct=failed is None,
                   candidate_status="ok" if failed is None else failed.get("reason") or "rejected",
                   candidate_verdict=None if failed is None else failed["detail"])
+    if result.get("launch_bound"):
+        result["launch_note"] = ("launch-bound: host time per launch call is above half the GPU time per call, so "
+                                 "per-call times include the host launch" +
+                                 ("; CUDA-graph timing (--timing graph) measures GPU time alone"
+                                  if request.timing != "graph" else ""))
     if failed is not None:
         result["accepted"] = False
-    result["vs_vendor"] = _vendor_comparison(cand, cand_spec, sets, device, rounds, calls_per_round, seed)
     return result
 
 
@@ -406,7 +495,8 @@ def _vendor_comparison(cand: Callable[[int], object], spec, sets: list, device, 
         synchronize(device)
     except Exception as exc:  # noqa: BLE001 - e.g. torch._scaled_mm refusing a layout or dtype pair
         return {"vendor": None, "note": f"vendor call failed: {_last_line(exc)}"}
-    timed = timing.compare_interleaved(cand, lambda i: vendors[i % len(sets)][0](), device, rounds=rounds,
-                                       calls_per_round=calls_per_round, seed=seed)
+    guarded = provenance.guard(lambda i: vendors[i % len(sets)][0](), provenance.Trace("<vendor>"))
+    timed = timing.compare_interleaved(cand, guarded, device, rounds=rounds, calls_per_round=calls_per_round,
+                                       seed=seed)  # the vendor side pays the candidate's guard too
     return {"vendor": vendors[0][1], "ratio": timed["speedup"], "ci_low": timed["ci_low"],
             "ci_high": timed["ci_high"], "method": timed["method"].replace("A/B", "candidate/vendor")}

@@ -12,6 +12,9 @@ Method (named in every result as `timing_method`):
 
 `compare_interleaved` does the same for a candidate against an incumbent in A/B rounds and puts a
 bootstrap confidence interval on the speedup; accepting needs the interval's low end above 1 + min_gain.
+`compare_graphs` is its CUDA-graph twin (each side's calls of a round captured once and replayed), for
+kernels so short that the host launch decides a per-call time; `combine_rounds` pools the rounds of several
+shapes into one weighted-geometric-mean speedup with one interval.
 On a CPU device the same code times with the host clock, which is what the tests use.
 
 Beside the per-call figure (which the accept rule uses, since it is what an eager caller gets), the runtime
@@ -318,3 +321,70 @@ def compare_interleaved(cand_launch: Callable[[int], object], inc_launch: Callab
                        f"({'device events' if timer.is_gpu else 'host clock'}), geometric-mean speedup, "
                        f"paired bootstrap {int(confidence * 100)}% interval"),
             "samples": {"candidate_ms": cand_rounds, "incumbent_ms": inc_rounds}}
+
+
+def capture_graph(launch: Callable[[int], object], device, calls: int):
+    """One CUDA graph of `calls` launches (inputs 0..calls-1), after warm-up launches outside the capture."""
+    for i in range(3):  # compiles, descriptor caches, allocator pools: not inside the graph
+        launch(i)
+    torch.cuda.synchronize(device)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=torch.cuda.Stream(device)):
+        for i in range(calls):
+            launch(i)
+    return graph
+
+
+def compare_graphs(cand_graph, inc_graph, calls_per_graph: int, device, rounds: int = 20, min_gain: float = 0.0,
+                   confidence: float = 0.95, seed: int = 0) -> dict:
+    """A/B rounds under CUDA-graph replay (graphs from `capture_graph`): a round replays each side's graph once
+    (alternating which goes first), timed with device events and divided by its calls. No host work is
+    inside the timed replays, on either side."""
+    timer = Timer(device)
+    graphs = {"candidate": cand_graph, "incumbent": inc_graph}
+    for graph in graphs.values():
+        graph.replay()  # the first replay uploads the graph
+    timer.synchronize()
+    cand_rounds: list[float] = []
+    inc_rounds: list[float] = []
+    for r in range(rounds):
+        order = ["candidate", "incumbent"] if r % 2 == 0 else ["incumbent", "candidate"]
+        got = {}
+        for name in order:
+            token = timer.start()
+            graphs[name].replay()
+            timer.stop(token)
+            got[name] = token
+        timer.synchronize()
+        cand_rounds.append(timer.elapsed_ms(got["candidate"]) / calls_per_graph)
+        inc_rounds.append(timer.elapsed_ms(got["incumbent"]) / calls_per_graph)
+    speedup, low, high = bootstrap_speedup(cand_rounds, inc_rounds, confidence=confidence, seed=seed)
+    return {"speedup": speedup, "ci_low": low, "ci_high": high, "confidence": confidence,
+            "accepted": low > 1 + min_gain, "min_gain": min_gain,
+            "method": (f"interleaved A/B under CUDA-graph replay: {rounds} rounds, each side's {calls_per_graph} "
+                       f"calls captured once and replayed per round (device events per replay / calls), "
+                       f"geometric-mean speedup, paired bootstrap {int(confidence * 100)}% interval"),
+            "samples": {"candidate_ms": cand_rounds, "incumbent_ms": inc_rounds}}
+
+
+def combine_rounds(per_shape: list[tuple[list[float], list[float]]], weights: list[float],
+                   confidence: float = 0.95, resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """Weighted geometric mean over shapes of the per-shape paired speedups, with one bootstrap interval.
+
+    `per_shape[j]` is (candidate round times, incumbent round times) at shape j. Each resample draws every
+    shape's rounds with replacement, within that shape, and combines the shapes' mean log-ratios by weight.
+    """
+    logs = [[math.log(i / c) for c, i in zip(cand, inc)] for cand, inc in per_shape]
+    total = sum(weights)
+
+    def statistic(samples: list[list[float]]) -> float:
+        return math.exp(sum(w * sum(x) / len(x) for x, w in zip(samples, weights)) / total)
+
+    point = statistic(logs)
+    rng = random.Random(seed)
+    stats = sorted(statistic([[row[rng.randrange(len(row))] for _ in row] for row in logs])
+                   for _ in range(resamples))
+    alpha = (1 - confidence) / 2
+    low = stats[max(0, math.floor(alpha * resamples))]
+    high = stats[min(resamples - 1, math.ceil((1 - alpha) * resamples) - 1)]
+    return point, low, high

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from evaluator import api, integrity
-from evaluator.isolated import evaluate_isolated, run_guarded
+from evaluator.isolated import run_guarded
 from evaluator.sandbox import run_isolated
 
 from .cases import CANDIDATES, Case
@@ -77,7 +77,7 @@ def _judge_record(case: Case, record: dict, target_present: bool) -> tuple[str, 
 
 def _judge_comparison(case: Case, present_target: str | None) -> tuple[str, bool, str, bool]:
     """Check the candidate with `eval --run` first (it may pass: the cheat hides there), then compare it."""
-    record = evaluate_isolated(case.path, run=True, timeout_s=case.timeout_s)
+    record = api.evaluate(case.path, run=True, timeout_s=case.timeout_s)
     incumbent = CANDIDATES / f"{case.kwargs['incumbent']}.py"
     result = api.compare(case.path, incumbent, timeout_s=case.timeout_s)
     got = result.get("error") or result.get("candidate_status") or "?"
@@ -107,7 +107,7 @@ def run_case(case: Case, present_target: str | None = None) -> Outcome:
     with tempfile.TemporaryDirectory(prefix=f"nearpeak-adv-{case.name}-") as scratch:
         tmp = Path(scratch)
         if case.kind == "file":
-            record = evaluate_isolated(case.path, timeout_s=case.timeout_s)
+            record = api.evaluate(case.path, timeout_s=case.timeout_s)
             got, passed, detail, runtime_ran = _judge_record(case, record, present_target == case.target)
         elif case.kind == "api":
             record = api.evaluate(case.path, run=False, timeout_s=case.timeout_s)
@@ -140,7 +140,7 @@ def run_case(case: Case, present_target: str | None = None) -> Outcome:
             detail = f"changed: {list(guarded.tampered)}"
         elif case.kind == "static_pair":
             baseline = CANDIDATES / f"{case.kwargs['baseline']}.py"
-            records = [evaluate_isolated(p, target=case.target, run=False, timeout_s=case.timeout_s)
+            records = [api.evaluate(p, target=case.target, run=False, timeout_s=case.timeout_s)
                        for p in (case.path, baseline)]
             got, passed, detail = _judge_static_pair(case, *records)
         else:
