@@ -9,10 +9,11 @@ The accept rule has two modes, fixed when a run starts and written into its run.
 
 * measured: correct on every shape, and the lower bound of the interleaved speedup's confidence interval
   exceeds 1 + min_gain;
-* static (no GPU of the target): a declared static objective, higher `estimated_tflops` (useful FLOPs of the
-  evaluated shape over the estimated kernel time, so redundant matrix work can only lower it) and, on a tie,
-  fewer spills. The hot loop's estimated efficiency stays a diagnostic. Every figure it produces is a static
-  estimate and says so.
+* static (no GPU of the target): a declared static objective, `estimated_tflops` (useful FLOPs of the
+  evaluated shape over the estimated kernel time, so redundant matrix work can only lower it); the lower bound of
+  the estimated candidate/incumbent ratio, widened by the model's measured ratio error on the target
+  (evaluator.static_error), must exceed 1 + min_gain, as in measured mode. The hot loop's estimated efficiency
+  stays a diagnostic. Every figure it produces is a static estimate and says so.
 
 Either way a static screen runs first, so a candidate that does not compile, spills in the hot loop beyond
 the budget or breaks the policy is rejected without spending GPU time.
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evaluator import api
+from evaluator.static_error import static_speedup
 from evaluator.targets import UnknownTargetError, get_target
 
 from .figures import figures
@@ -32,8 +34,10 @@ OBJECTIVES = {
     MEASURED: "measured: correct on every shape and interleaved A/B speedup over the incumbent whose 95% "
               "confidence lower bound exceeds 1 + min_gain",
     STATIC: "static estimate (no GPU of the target): higher estimated TFLOP/s (useful 2*M*N*K FLOPs of the "
-            "evaluated shape over the estimated kernel time; wasted matrix work only lowers it), ties broken by "
-            "fewer spills; not a measurement",
+            "evaluated shape over the estimated kernel time; wasted matrix work only lowers it) whose ratio over the "
+            "incumbent, less the static model's error for a ratio on this target, still exceeds 1 + min_gain; a gain "
+            "resting on a mechanism the model has not validated on the target is labelled and needs a wider margin; "
+            "not a measurement",
 }
 TIE = 1e-9
 
@@ -119,22 +123,33 @@ def estimated_tflops(record: dict) -> float | None:
 
 
 def static_score(record: dict) -> tuple[float, ...]:
+    """Ranks passing candidates of one step: the estimate, then fewer hot-loop spills, then fewer spills."""
     f = figures(record)
     return (estimated_tflops(record) or 0.0, -float(f.hot_loop_spills or 0), -float(f.spills or 0))
 
 
-def judge_static(candidate: dict, incumbent: dict) -> Judgement:
+def judge_static(candidate: dict, incumbent: dict, min_gain: float = 0.01) -> Judgement:
+    """Accept only when the lower bound of the estimated candidate/incumbent ratio, with the target's ratio error
+    (evaluator.static_error), clears 1 + min_gain; a gain that involves a mechanism not validated on the target
+    says so in the reason."""
     if estimated_tflops(candidate) is None:
         return Judgement(False, "no static estimate: the analysis found no K loop with matrix instructions",
                          static_score(candidate), True)
-    new, old = static_score(candidate), static_score(incumbent)
-    est_new, est_old = new[0], old[0]
+    new = static_score(candidate)
+    est_new, est_old = new[0], estimated_tflops(incumbent) or 0.0
     detail = f"(hot-loop efficiency {figures(candidate).efficiency_estimate}; static estimate)"
-    if est_new > est_old * (1 + TIE):
-        return Judgement(True, f"estimated {est_new:.1f} TFLOP/s > incumbent {est_old:.1f} {detail}", new, False)
-    if abs(est_new - est_old) <= TIE * max(est_new, est_old) and new[1:] > old[1:]:
-        return Judgement(True, f"same estimated {est_new:.1f} TFLOP/s, fewer spills {detail}", new, False)
-    return Judgement(False, f"estimated {est_new:.1f} TFLOP/s not above incumbent {est_old:.1f} {detail}", new, False)
+    if est_old <= 0 or est_new <= 0:
+        return Judgement(False, f"estimated {est_new:.1f} TFLOP/s not above incumbent {est_old:.1f}: no ratio "
+                                f"to judge {detail}", new, False)
+    speedup = static_speedup(candidate.get("static") or {}, incumbent.get("static") or {})
+    interval = (f"estimated ratio {speedup.point:.4f}, model interval [{speedup.low:.4f}, {speedup.high:.4f}]")
+    label = (f"; UNVALIDATED on {candidate.get('target') or 'this target'}: the gain involves "
+             f"{', '.join(speedup.unvalidated)}" if speedup.unvalidated else "")
+    if speedup.low > 1.0 + min_gain:
+        return Judgement(True, f"estimated {est_new:.1f} TFLOP/s > incumbent {est_old:.1f}: {interval} clears "
+                               f"1 + {min_gain}{label} {detail}", new, False)
+    return Judgement(False, f"estimated {est_new:.1f} TFLOP/s not above incumbent {est_old:.1f} by the model's error: "
+                            f"{interval} does not clear 1 + {min_gain}{label} {detail}", new, False)
 
 
 def judge_measured(candidate: dict, comparison: dict, min_gain: float) -> Judgement:

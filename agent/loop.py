@@ -411,7 +411,8 @@ class Optimizer:
             if reason is not None:
                 return Result(normalize_record(record), Judgement(False, reason, (), True), seconds)
             if self.config.mode != MEASURED:
-                return Result(normalize_record(record), judge_static(record, item.parent.record), seconds)
+                return Result(normalize_record(record), judge_static(record, item.parent.record, self.config.min_gain),
+                              seconds)
             if not go_on:
                 return None
             return self.executor.submit_measured(self._job(item), record)
