@@ -61,3 +61,15 @@ def test_compile_only_targets_say_their_clock_is_the_datasheets(name):
     clock = get_target(name).clock
     assert clock.source == "datasheet clock, not validated" and not clock.validated
     assert clock.at(0.0) == clock.at(1.0) == get_target(name).clock_ghz
+
+
+def test_eight_wave_variants_of_the_gfx950_ladder_stay_below_the_busy_loop_bound():
+    from evaluator.api import evaluate_static
+
+    for name in ("v00_naive", "v09_beyond_hotloop"):
+        path = ROOT / "kernels" / "gfx950" / "fp16" / f"{name}.py"
+        four, eight = evaluate_static(str(path), "gfx950"), evaluate_static(str(path), "gfx950", knobs={"num_warps": 8})
+        tp = eight["static"]["throughput"]
+        assert tp["streams_per_pipe"] == 2 and eight["static"]["estimated_tflops"] < 1489 / 0.987 * 1.03
+        assert tp["share_of_datasheet_peak"] == pytest.approx(eight["static"]["estimated_tflops"] / 2516.6, abs=2e-3)
+        assert eight["static"]["estimated_tflops"] < 1.6 * four["static"]["estimated_tflops"]
