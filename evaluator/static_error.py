@@ -153,6 +153,6 @@ def static_speedup(candidate_static: dict, incumbent_static: dict) -> StaticSpee
     basis = (f"static estimates {new:.1f} / {old:.1f} TFLOP/s; ratio error log-sigma {error.log_sigma:.3f} x z "
              f"{error.z} from {error.source} ({error.pairs} pairs)")
     if unvalidated:
-        basis += (f"; the gain involves {', '.join(unvalidated)}, not validated on this target: the interval is "
+        basis += (f"; the change involves {', '.join(unvalidated)}, not validated on this target: the interval is "
                   f"widened by the 90th-percentile ratio error seen ({error.unvalidated_log_penalty:.3f} in log)")
     return StaticSpeedup(point, point * math.exp(-half), point * math.exp(half), unvalidated, basis)

@@ -248,9 +248,10 @@ class ModelInputs:
     def from_dict(cls, data: dict) -> ModelInputs:
         work = {k: v for k, v in data["work"].items() if k != "useful_area"}
         residency = {k: v for k, v in data["residency"].items() if k != "limited_by"}
-        loop = dict(data["loop"])
-        loop["segments"] = tuple(Segment(**seg) for seg in loop.get("segments") or ())
-        return cls(MatrixWork(**work), StreamLoop(**loop), data["streams_per_cta"], Residency(**residency),
+        stream = dict(data["loop"])
+        segments = tuple(Segment(**seg) for seg in stream.pop("segments", None) or ())
+        return cls(MatrixWork(**work), StreamLoop(**stream, segments=segments), data["streams_per_cta"],
+                   Residency(**residency),
                    TileOverheads(**data["overheads"]), data.get("operand_bytes_per_cycle"),
                    data.get("lds_share") or 0.0)
 

@@ -58,8 +58,7 @@ class LoopEstimate:
         return {"kind": "static_estimate", "matrix_cycles_per_iteration": self.matrix_cycles,
                 "estimated_iteration_cycles": round(self.iteration_cycles, 1),
                 "estimated_efficiency": round(self.estimated_efficiency, 4), "bound": self.bound,
-                "stall_cycles": {k: round(v, 1) for k, v in self.stall_cycles.items()},
-                "barrier_segments": len(self.segments)}
+                "stall_cycles": {k: round(v, 1) for k, v in self.stall_cycles.items()}}
 
 
 def steady_state(matrix: int, times: list[float], stalls: dict, marks: SegmentMarks | None = None,
