@@ -9,10 +9,11 @@ The accept rule has two modes, fixed when a run starts and written into its run.
 
 * measured: correct on every shape, and the lower bound of the interleaved speedup's confidence interval
   exceeds 1 + min_gain;
-* static (no GPU of the target): a declared static objective, higher `estimated_tflops` (useful FLOPs of the
-  evaluated shape over the estimated kernel time, so redundant matrix work can only lower it) and, on a tie,
-  fewer spills. The hot loop's estimated efficiency stays a diagnostic. Every figure it produces is a static
-  estimate and says so.
+* static (no GPU of the target): a declared static objective, `estimated_tflops` (useful FLOPs of the
+  evaluated shape over the estimated kernel time, so redundant matrix work can only lower it); the lower bound of
+  the estimated candidate/incumbent ratio, widened by the model's measured ratio error on the target
+  (evaluator.static_error), must exceed 1 + min_gain, as in measured mode. The hot loop's estimated efficiency
+  stays a diagnostic. Every figure it produces is a static estimate and says so.
 
 Either way a static screen runs first, so a candidate that does not compile, spills in the hot loop beyond
 the budget or breaks the policy is rejected without spending GPU time.
@@ -23,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evaluator import api
-from evaluator.request import EvalRequest, Problem
+from evaluator.request import EvalRequest, Problem, weighted_geomean
+from evaluator.static_error import StaticSpeedup, static_speedup
 from evaluator.targets import UnknownTargetError, get_target
 
 from .figures import figures
@@ -33,8 +35,10 @@ OBJECTIVES = {
     MEASURED: "measured: correct on every shape and interleaved A/B speedup over the incumbent whose 95% "
               "confidence lower bound exceeds 1 + min_gain",
     STATIC: "static estimate (no GPU of the target): higher estimated TFLOP/s (useful 2*M*N*K FLOPs of the "
-            "evaluated shape over the estimated kernel time; wasted matrix work only lowers it), ties broken by "
-            "fewer spills; not a measurement",
+            "evaluated shape over the estimated kernel time; wasted matrix work only lowers it) whose ratio over the "
+            "incumbent, less the static model's error for a ratio on this target, still exceeds 1 + min_gain; a gain "
+            "resting on a mechanism the model has not validated on the target is labelled and needs a wider margin; "
+            "not a measurement",
 }
 TIE = 1e-9
 
@@ -155,22 +159,55 @@ def with_shape_note(judgement: Judgement, candidate: dict, incumbent: dict) -> J
 
 
 def static_score(record: dict) -> tuple[float, ...]:
+    """Ranks passing candidates of one step: the estimate, then fewer hot-loop spills, then fewer spills."""
     f = figures(record)
     return (estimated_tflops(record) or 0.0, -float(f.hot_loop_spills or 0), -float(f.spills or 0))
 
 
-def judge_static(candidate: dict, incumbent: dict) -> Judgement:
+def objective_statics(record: dict) -> tuple[list[dict], list[float]]:
+    """The static sections at each objective shape of a record (the first is `static`) and their weights."""
+    objective = record.get("objective") or {}
+    statics = [record.get("static") or {}] + list(objective.get("extra_static") or [])
+    return statics, list(objective.get("weights") or [1.0])[:len(statics)]
+
+
+def objective_speedup(candidate: dict, incumbent: dict) -> StaticSpeedup:
+    """The static ratio over the run's objective shapes: each shape's `static_speedup`, combined by the
+    objective's weighted geometric mean (point and both bounds: the model's error is taken as the same at
+    every shape, so the bounds combine like the point)."""
+    cand, weights = objective_statics(candidate)
+    inc, _ = objective_statics(incumbent)
+    if len(cand) != len(inc) or len(cand) == 1:
+        return static_speedup(cand[0], inc[0])
+    per_shape = [static_speedup(c, i) for c, i in zip(cand, inc)]
+    unvalidated = tuple(dict.fromkeys(m for s in per_shape for m in s.unvalidated))
+    return StaticSpeedup(*(weighted_geomean([getattr(s, f) for s in per_shape], weights)
+                           for f in ("point", "low", "high")), unvalidated,
+                         f"weighted geometric mean over {len(per_shape)} objective shapes of: {per_shape[0].basis}")
+
+
+def judge_static(candidate: dict, incumbent: dict, min_gain: float = 0.01) -> Judgement:
+    """Accept only when the lower bound of the estimated candidate/incumbent ratio, with the target's ratio error
+    (evaluator.static_error), clears 1 + min_gain; a gain that involves a mechanism not validated on the target
+    says so in the reason."""
     if estimated_tflops(candidate) is None:
         return Judgement(False, "no static estimate: the analysis found no K loop with matrix instructions",
                          static_score(candidate), True)
-    new, old = static_score(candidate), static_score(incumbent)
-    est_new, est_old = new[0], old[0]
+    new = static_score(candidate)
+    est_new, est_old = new[0], estimated_tflops(incumbent) or 0.0
     detail = f"(hot-loop efficiency {figures(candidate).efficiency_estimate}; static estimate)"
-    if est_new > est_old * (1 + TIE):
-        return Judgement(True, f"estimated {est_new:.1f} TFLOP/s > incumbent {est_old:.1f} {detail}", new, False)
-    if abs(est_new - est_old) <= TIE * max(est_new, est_old) and new[1:] > old[1:]:
-        return Judgement(True, f"same estimated {est_new:.1f} TFLOP/s, fewer spills {detail}", new, False)
-    return Judgement(False, f"estimated {est_new:.1f} TFLOP/s not above incumbent {est_old:.1f} {detail}", new, False)
+    if est_old <= 0 or est_new <= 0:
+        return Judgement(False, f"estimated {est_new:.1f} TFLOP/s not above incumbent {est_old:.1f}: no ratio "
+                                f"to judge {detail}", new, False)
+    speedup = objective_speedup(candidate, incumbent)
+    interval = (f"estimated ratio {speedup.point:.4f}, model interval [{speedup.low:.4f}, {speedup.high:.4f}]")
+    label = (f"; UNVALIDATED on {candidate.get('target') or 'this target'}: the gain involves "
+             f"{', '.join(speedup.unvalidated)}" if speedup.unvalidated else "")
+    if speedup.low > 1.0 + min_gain:
+        return Judgement(True, f"estimated {est_new:.1f} TFLOP/s > incumbent {est_old:.1f}: {interval} clears "
+                               f"1 + {min_gain}{label} {detail}", new, False)
+    return Judgement(False, f"estimated {est_new:.1f} TFLOP/s not above incumbent {est_old:.1f} by the model's error: "
+                            f"{interval} does not clear 1 + {min_gain}{label} {detail}", new, False)
 
 
 def judge_measured(candidate: dict, comparison: dict, min_gain: float) -> Judgement:

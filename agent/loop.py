@@ -412,8 +412,9 @@ class Optimizer:
             if reason is not None:
                 return Result(normalize_record(record), Judgement(False, reason, (), True), seconds)
             if self.config.mode != MEASURED:
-                judgement = with_shape_note(judge_static(record, item.parent.record), record, item.parent.record)
-                return Result(normalize_record(record), judgement, seconds)
+                judgement = judge_static(record, item.parent.record, self.config.min_gain)
+                return Result(normalize_record(record), with_shape_note(judgement, record, item.parent.record),
+                              seconds)
             if not go_on:
                 return None
             return self.executor.submit_measured(self._job(item), record)

@@ -123,7 +123,7 @@ def score(rankings: list[Ranking], costs) -> dict:
         for case in ranking.cases:
             report = analyze_kernel(case.kernel, target, costs)
             estimate = kernel_estimate(ModelInputs.from_dict(report.model), case.shape, case.kernel.grid,
-                                       target.compute_units, target.clock_ghz)
+                                       target.compute_units, target.clock_ghz, target.clock)
             est.append(estimate.estimated_tflops)
         meas = [c.measured_tflops for c in ranking.cases]
         per.append({"ranking": ranking.name, "n": len(est), "spearman": round(spearman(est, meas), 4),

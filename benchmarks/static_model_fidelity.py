@@ -10,11 +10,20 @@ Three sets, each a list of (kernel, static estimate, reference figure):
 * sm90_knob_variants: the knob variants of benchmarks/sm90_knob_variants.json (chosen before any estimate of
   them was computed) against their H200 measurement (benchmarks/results/sm90_knob_variants_h200.jsonl).
 
-For each: Spearman rho with n and a permutation p-value, and pairwise ordering accuracy. Writes
+* measured sets from the GPU script (benchmarks/knob_variants_gpu.py JSONL, `--measured FILE`, repeatable): each
+  file's header names its set (sm90_occupancy_variants for the occupancy set), device, commit and date.
+
+For each: Spearman rho with n and a permutation p-value, pairwise ordering accuracy and, where estimate and
+reference share a unit, the median absolute relative error. gfx950's clock is fitted on the ten fp16 stages'
+published pairs, so their absolute TFLOP/s are also given with each stage's clock fitted without it
+(leave-one-out). Last, the ratio error each target's static_error is derived from (evaluator.static_error):
+the figures tests/test_static_error.py checks the targets' constants against. Writes
 benchmarks/results/static_model_fidelity.{json,md}; the JSON is a list of records
-{set, n, spearman, p_value, pairwise_accuracy, ...}, the first record of each set being its headline.
+{set, n, spearman, p_value, pairwise_accuracy, median_abs_error, ...}, the first record of each set being its
+headline.
 
     python benchmarks/static_model_fidelity.py [--jobs 2] [--out-dir benchmarks/results] [--json]
+        [--measured occupancy.jsonl --measured knobs.jsonl]
 """
 from __future__ import annotations
 
@@ -47,7 +56,8 @@ def _estimate(job: tuple[str, str, tuple | None, dict | None]) -> dict:
     st = record.get("static") or {}
     return {"status": record["status"], "message": record.get("message"),
             "estimated_tflops": st.get("estimated_tflops"), "estimated_efficiency": st.get("estimated_efficiency"),
-            "useful_fraction": st.get("useful_fraction"), "model": st.get("model")}
+            "useful_fraction": st.get("useful_fraction"), "model": st.get("model"),
+            "throughput": {k: v for k, v in (st.get("throughput") or {}).items() if k != "ratio_error"}}
 
 
 def _stage_of(path: str) -> str:
@@ -55,8 +65,19 @@ def _stage_of(path: str) -> str:
     return stem.split("_")[0] if "/fp16/" in path or "/bf16/" in path else Path(path).parent.name
 
 
-def compare(set_name: str, estimate: str, against: str, rows: list[dict], tie: float = 0.0, **extra) -> dict:
-    """One fidelity record over rows {label, estimate, measured} (rows missing either value are dropped)."""
+def median_abs_error(est: list[float], meas: list[float]) -> float | None:
+    """Median of |estimate / reference - 1| (estimate and reference in one unit)."""
+    errors = sorted(abs(e / m - 1) for e, m in zip(est, meas) if m)
+    if not errors:
+        return None
+    mid = len(errors) // 2
+    return errors[mid] if len(errors) % 2 else (errors[mid - 1] + errors[mid]) / 2
+
+
+def compare(set_name: str, estimate: str, against: str, rows: list[dict], tie: float = 0.0, absolute: bool = True,
+            **extra) -> dict:
+    """One fidelity record over rows {label, estimate, measured} (rows missing either value are dropped);
+    `absolute`: estimate and reference share a unit, so the median absolute error means something."""
     from evaluator.stats import pairwise_accuracy, spearman, spearman_p_value
 
     used = [r for r in rows if r.get("estimate") is not None and r.get("measured") is not None]
@@ -64,10 +85,12 @@ def compare(set_name: str, estimate: str, against: str, rows: list[dict], tie: f
     meas = [float(r["measured"]) for r in used]
     rho = spearman(est, meas) if len(used) >= 3 else None
     p = spearman_p_value(est, meas) if rho is not None else None
-    accuracy, pairs = pairwise_accuracy(est, meas, tie)
+    accuracy, pairs = pairwise_accuracy(est, meas, tie) if len(used) >= 2 else (None, 0)
+    mae = median_abs_error(est, meas) if absolute else None
     return {"set": set_name, "n": len(used), "spearman": None if rho is None else round(rho, 3),
             "p_value": None if p is None else float(f"{p:.3g}"),
             "pairwise_accuracy": None if accuracy is None else round(accuracy, 3), "pairs": pairs,
+            "median_abs_error": None if mae is None else round(mae, 3),
             "tie_threshold": tie, "estimate": estimate, "against": against, **extra,
             "dropped": [r["label"] for r in rows if r not in used], "rows": used}
 
@@ -88,6 +111,8 @@ def gfx950_records(estimates: dict) -> list[dict]:
         return [{"label": r["label"], "estimate": r[est_key], "measured": r[pub_key]} for r in subset]
 
     fp16 = rows[:10]
+    loo = [{"label": r["label"], "estimate": _loo_tflops(estimates[(path, None, None)], i),
+            "measured": r["published_tflops"]} for i, (r, path) in enumerate(zip(fp16, GFX950_FILES))]
     return [
         compare("gfx950_published", "estimated_efficiency", "published MFMA efficiency", pick(fp16, "estimated_efficiency",
                 "published_efficiency"), kernels="ten fp16 stages"),
@@ -97,7 +122,23 @@ def gfx950_records(estimates: dict) -> list[dict]:
                 "published_tflops"), kernels="ten fp16 stages"),
         compare("gfx950_published", "estimated_tflops", "published TFLOP/s", pick(rows, "estimated_tflops",
                 "published_tflops"), kernels="ten fp16 stages + bf8 + MXFP4"),
+        compare("gfx950_published", "estimated_tflops, leave-one-out clock", "published TFLOP/s", loo,
+                kernels="ten fp16 stages, each with the clock line fitted on the other nine"),
+        compare("gfx950_published", "estimated_tflops", "published TFLOP/s", pick(rows[10:], "estimated_tflops",
+                "published_tflops"), kernels="bf8 + MXFP4 (out of sample: not in the clock fit)"),
     ]
+
+
+def _loo_tflops(estimate: dict, index: int) -> float | None:
+    """A gfx950 fp16 stage's estimate re-clocked with the clock line fitted without its own published pair."""
+    from evaluator.clock import leave_one_out
+    from evaluator.targets.gfx950.clocks import DATASHEET_GHZ, pairs
+
+    tp = estimate.get("throughput") or {}
+    if estimate.get("estimated_tflops") is None or not tp:
+        return None
+    clock = leave_one_out(pairs(), index, DATASHEET_GHZ).at(tp["matrix_utilisation"])
+    return round(estimate["estimated_tflops"] * clock / tp["clock_ghz"], 1)
 
 
 def _ladder_measurements(path: Path) -> dict:
@@ -120,7 +161,7 @@ def sm90_records(estimates: dict) -> list[dict]:
     rows = [{"label": s, "estimate": estimates[(files[s], shape, None)]["estimated_efficiency"],
              "measured": (runs[0].get((s, shape)) or {}).get("tensor_pipe_pct")} for s in stages]
     out.append(compare("sm90_measured", "estimated_efficiency", "measured tensor-pipe active % (ncu, H200)", rows,
-                       shape=list(shape), measured_in=str(LADDER_RUNS[0].relative_to(ROOT))))
+                       absolute=False, shape=list(shape), measured_in=str(LADDER_RUNS[0].relative_to(ROOT))))
     for shape in SM90_SHAPES:  # how well one measurement ranks the other: the ceiling for any estimate
         rows = [{"label": s, "estimate": (runs[1].get((s, shape)) or {}).get("tflops"),
                  "measured": (runs[0].get((s, shape)) or {}).get("tflops")} for s in stages]
@@ -175,7 +216,72 @@ def _knob_key(knobs: dict) -> tuple | None:
     return tuple(sorted(knobs.items())) or None
 
 
-def jobs_needed() -> list[tuple]:
+def read_measured(path: Path) -> tuple[dict, list[dict]]:
+    """A JSONL file of benchmarks/knob_variants_gpu.py: its header and its rows (each with the knobs it asked for)."""
+    lines = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    header = next((r for r in lines if r.get("header")), {})
+    return header, [r for r in lines if not r.get("header")]
+
+
+def measured_jobs(path: Path) -> list[tuple]:
+    header, rows = read_measured(path)
+    return [(r["file"], header.get("target", "sm90"), tuple(r["shape"]), dict(r.get("knobs") or {}) or None)
+            for r in rows]
+
+
+def measured_records(path: Path, estimates: dict) -> list[dict]:
+    """One record per set in a measured file (header `set`, or each row's own), variants alone, then with the
+    stage defaults measured in the same run; provenance from the file's header."""
+    header, rows = read_measured(path)
+    by_set: dict[str, list[dict]] = {}
+    for r in rows:
+        by_set.setdefault(r.get("set") or header.get("set") or Path(path).stem, []).append(r)
+    out = []
+    for name, members in by_set.items():
+        table = {"variant": [], "default": []}
+        for r in members:
+            knobs = dict(r.get("knobs") or {})
+            est = estimates.get((r["file"], tuple(r["shape"]), _knob_key(knobs)))
+            label = f"{r['stage']} " + (",".join(f"{k}={v}" for k, v in knobs.items()) or "defaults")
+            table[r.get("role", "variant")].append({
+                "label": label, "estimate": (est or {}).get("estimated_tflops"),
+                "measured": r.get("tflops") if r.get("status") == "ok" and r.get("correct") is not False else None,
+                "measured_status": r.get("status"), "mechanism": r.get("mechanism")})
+        provenance = {"device": header.get("device") or next((r.get("device") for r in members if r.get("device")), None),
+                      "measured_commit": header.get("commit"), "measured_date": header.get("date"),
+                      "measured_in": str(path)}
+        tie = header.get("tie_threshold", 0.03)
+        shape = members[0]["shape"]
+        out.append(compare(name, "estimated_tflops", f"measured TFLOP/s ({provenance['device']})", table["variant"],
+                           tie, shape=list(shape), **provenance))
+        if table["default"]:
+            out.append(compare(name, "estimated_tflops", f"measured TFLOP/s ({provenance['device']})",
+                               table["variant"] + table["default"], tie, shape=list(shape),
+                               kernels="variants and the stage defaults measured in the same run", **provenance))
+    return out
+
+
+def ratio_error_records(records: list[dict]) -> list[dict]:
+    """The ratio error of each target's derivation set (evaluator.static_error.derive_error): gfx950 from the ten
+    fp16 stages with leave-one-out clocks, sm90 from the knob variants (out of sample)."""
+    from evaluator.static_error import derive_error
+
+    sources = {"gfx950": ("gfx950_published", "estimated_tflops, leave-one-out clock"),
+               "sm90": ("sm90_knob_variants", "estimated_tflops")}
+    out = []
+    for target, (set_name, estimate) in sources.items():
+        source = next((r for r in records if r["set"] == set_name and r["estimate"] == estimate), None)
+        if source is None or source["n"] < 2:
+            continue
+        error = derive_error([(r["estimate"], r["measured"]) for r in source["rows"]], source["tie_threshold"])
+        out.append({"set": "ratio_error", "target": target, "from_set": set_name, "from_estimate": estimate,
+                    "from_kernels": source.get("kernels") or source.get("shape"), "n": source["n"],
+                    "pairs": error.pairs, "log_sigma": round(error.log_sigma, 4), "rms": round(error.rms, 4),
+                    "p90": round(error.p90, 4), "worst": round(error.worst, 4)})
+    return out
+
+
+def jobs_needed(measured_files: tuple[Path, ...] = ()) -> list[tuple]:
     jobs = [(p, "gfx950", None, None) for p in GFX950_FILES]
     for p in sorted((ROOT / "kernels/sm90/bf16").glob("v0*.py")):  # the ten stages measured in both runs
         jobs += [(str(p.relative_to(ROOT)), "sm90", shape, None) for shape in SM90_SHAPES]
@@ -184,7 +290,14 @@ def jobs_needed() -> list[tuple]:
         job = (r["file"], "sm90", tuple(config["shape"]), dict(r.get("knobs_changed") or {}) or None)
         if job not in jobs:
             jobs.append(job)
+    for path in measured_files:
+        jobs += [job for job in measured_jobs(path) if job not in jobs]
     return jobs
+
+
+def _job_key(job) -> tuple:
+    path, target, shape, knobs = job
+    return path, target, tuple(shape) if shape else None, _knob_key(knobs or {})
 
 
 def render(records: list[dict], header: dict) -> str:
@@ -192,12 +305,20 @@ def render(records: list[dict], header: dict) -> str:
            (f"- date (UTC): {header['date']}; commit {header['commit']}{' (dirty tree)' if header['dirty'] else ''}; "
            f"triton {header['triton']}"), f"- command: `{header['command']}`",
            "- every estimate is a STATIC ESTIMATE (compile-only on a CPU); reference figures as named per row", "",
-           "| set | estimate | against | kernels / shape | n | Spearman rho | p | pairwise | pairs |",
-           "|---|---|---|---|---|---|---|---|---|"]
+           "| set | estimate | against | kernels / shape | n | Spearman rho | p | pairwise | pairs | median abs error |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    errors = [r for r in records if r["set"] == "ratio_error"]
+    records = [r for r in records if r["set"] != "ratio_error"]
     for r in records:
         scope = r.get("kernels") or ("x".join(map(str, r["shape"])) if r.get("shape") else "")
         out.append(f"| {r['set']} | {r['estimate']} | {r['against']} | {scope} | {r['n']} | {r['spearman']} | "
-                   f"{r['p_value']} | {r['pairwise_accuracy']} | {r['pairs']} |")
+                   f"{r['p_value']} | {r['pairwise_accuracy']} | {r['pairs']} | {r.get('median_abs_error')} |")
+    out += ["", "Ratio error of two estimates (evaluator.static_error; the targets' `static_error` constants):", "",
+            "| target | from set | estimate | n | pairs | log-sigma (1.4826 x median) | RMS | 90th pct | worst |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for e in errors:
+        out.append(f"| {e['target']} | {e['from_set']} | {e['from_estimate']} | {e['n']} | {e['pairs']} | "
+                   f"{e['log_sigma']} | {e['rms']} | {e['p90']} | {e['worst']} |")
     out += ["", ("p: two-sided permutation p-value of rho. pairwise: share of pairs ordered as the reference orders "
             "them (estimate ties count one half); knob-variant pairs closer than the pre-registered tie threshold "
             "(3%) are left out. For n > 8 the p-value is sampled from 100 000 random orderings (seeded); 1e-05 is "
@@ -230,27 +351,37 @@ def main(argv=None) -> int:
     p.add_argument("--out-dir", default=str(RESULTS))
     p.add_argument("--json", action="store_true", help="print the records as JSON")
     p.add_argument("--cache", help="reuse the static figures saved in this file by an earlier run (else save them)")
+    p.add_argument("--measured", action="append", default=[],
+                   help="a JSONL file of benchmarks/knob_variants_gpu.py (repeatable): its sets are scored too")
     args = p.parse_args(argv)
 
     import triton
 
-    jobs = jobs_needed()
+    measured = tuple(Path(m) for m in args.measured)
+    missing = [str(m) for m in measured if not m.is_file()]
+    if missing:
+        print(f"static_model_fidelity: no such measured file: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    jobs = jobs_needed(measured)
     cache = Path(args.cache) if args.cache else None
-    if cache and cache.is_file():
-        saved = json.loads(cache.read_text())
-    else:
-        print(f"static_model_fidelity: {len(jobs)} static evaluations with {args.jobs} processes", file=sys.stderr)
+    saved = json.loads(cache.read_text()) if cache and cache.is_file() else []
+    done = {_job_key(job) for job, _ in saved}
+    todo = [job for job in jobs if _job_key(job) not in done]
+    if todo:
+        print(f"static_model_fidelity: {len(todo)} static evaluations with {args.jobs} processes", file=sys.stderr)
         with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            saved = []
-            for n, (job, result) in enumerate(zip(jobs, pool.map(_estimate, jobs)), 1):
+            for n, (job, result) in enumerate(zip(todo, pool.map(_estimate, todo)), 1):
                 saved.append([list(job), result])
-                print(f"[{n}/{len(jobs)}] {job[0]} {job[2] or ''} {job[3] or ''}: {result['status']} "
+                print(f"[{n}/{len(todo)}] {job[0]} {job[2] or ''} {job[3] or ''}: {result['status']} "
                       f"est. {result['estimated_tflops']} TFLOP/s", file=sys.stderr, flush=True)
         if cache:
             cache.write_text(json.dumps(saved))
     estimates = {(path, tuple(shape) if shape else None, _knob_key(knobs or {})): result
                  for (path, _, shape, knobs), result in saved}
     records = gfx950_records(estimates) + sm90_records(estimates) + variant_records(estimates)
+    for path in measured:
+        records += measured_records(path, estimates)
+    records += ratio_error_records(records)
     header = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "commit": _git("rev-parse", "--short", "HEAD"),
               "dirty": bool(_git("status", "--porcelain", "--untracked-files=no")), "triton": triton.__version__,
               "command": "python benchmarks/static_model_fidelity.py " + " ".join(argv if argv is not None else sys.argv[1:])}
@@ -263,8 +394,11 @@ def main(argv=None) -> int:
         print(json.dumps(records, indent=1, default=str))
     else:
         for r in records:
+            if r["set"] == "ratio_error":
+                print(f"ratio_error {r['target']}: log-sigma {r['log_sigma']} p90 {r['p90']} ({r['pairs']} pairs)")
+                continue
             print(f"{r['set']:20s} {r['estimate']:32s} vs {r['against']:42s} n={r['n']:2d} rho={r['spearman']} "
-                  f"p={r['p_value']} pairwise={r['pairwise_accuracy']}")
+                  f"p={r['p_value']} pairwise={r['pairwise_accuracy']} median abs err={r.get('median_abs_error')}")
     return 0
 
 

@@ -128,6 +128,8 @@ class EvalRequest:
     @classmethod
     def build(cls, request: EvalRequest | None, fields: dict) -> EvalRequest:
         """`request`, or one made of keyword `fields` (a convenience for scripts and tests), or both merged."""
+        if request is not None and not isinstance(request, EvalRequest):
+            raise TypeError(f"expected an EvalRequest, got {request!r} (pass target=... by keyword)")
         fields = {k: v for k, v in fields.items() if v is not None}
         if fields.get("shape") is not None:
             fields["shape"] = tuple(int(d) for d in fields["shape"])

@@ -27,9 +27,10 @@ def analyze(kernels: list[CompiledKernel], target: Target, shape: tuple[int, int
     headline = replace(records[primary], kernels=per_kernel, primary_kernel=primary)
     if shape is not None and headline.model:
         estimate = kernel_estimate(ModelInputs.from_dict(headline.model), tuple(shape), kernels[primary].grid,
-                                   target.compute_units, target.clock_ghz)
+                                   target.compute_units, target.clock_ghz, target.clock)
+        throughput = {**estimate.to_dict(), "ratio_error": target.ratio_error.to_dict()}
         headline = replace(headline, estimated_tflops=round(estimate.estimated_tflops, 1),
-                           useful_fraction=round(estimate.useful_fraction, 4), throughput=estimate.to_dict())
+                           useful_fraction=round(estimate.useful_fraction, 4), throughput=throughput)
     return headline.to_dict()
 
 

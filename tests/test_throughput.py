@@ -5,7 +5,19 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from evaluator.throughput import Residency, StreamLoop, TileOverheads, estimate_throughput
+import pytest
+
+from evaluator.clock import ClockModel
+from evaluator.targets.loop_estimate import Segment
+from evaluator.throughput import (
+    Residency,
+    Sharing,
+    StreamLoop,
+    TileOverheads,
+    estimate_throughput,
+    one_cta_iteration,
+    shared_iteration,
+)
 from evaluator.work import matrix_work
 
 # A K loop with one accumulation chain of two dots (K 2 x 64), and the epilogue's store of the 128x128 tile.
@@ -127,3 +139,40 @@ def test_a_foreign_entry_is_scored_for_the_shape_its_matrix_arguments_imply():
     static = record["static"]
     assert static["estimated_tflops"] > 0 and static["useful_fraction"] == 1.0
     assert static["throughput"]["tiles"] == math.prod(static["grid"])  # one tile per CTA of its grid
+
+
+# Shared resources between resident streams (issue 23).
+
+# One stream: a 400-cycle wait with no matrix work, then 512 matrix cycles, a barrier between them.
+SPLIT = StreamLoop(iteration_cycles=912.0, matrix_cycles=512.0, issue_cycles=100.0,
+                   segments=(Segment(400.0, 0.0, 20.0), Segment(512.0, 512.0, 80.0)))
+
+
+def test_waves_of_one_workgroup_hide_stalls_only_between_barriers():
+    two = one_cta_iteration(SPLIT, 2)
+    assert two == 400 + 2 * 512                      # the wait before the barrier is paid by both
+    assert two > max(SPLIT.iteration_cycles, 2 * SPLIT.matrix_cycles, 2 * SPLIT.issue_cycles)
+    assert one_cta_iteration(SPLIT, 1) == SPLIT.iteration_cycles
+
+
+def test_independent_workgroups_overlap_more_than_waves_of_one():
+    waves = shared_iteration(SPLIT, streams=2, ctas=1)
+    ctas = shared_iteration(SPLIT, streams=1, ctas=2)
+    assert ctas.cycles < waves.cycles and waves.bound == "barriers" and ctas.bound == "matrix_pipe"
+
+
+def test_the_cus_lds_bandwidth_is_shared_by_every_resident_wave():
+    lds_heavy = StreamLoop(600.0, 256.0, 100.0, lds_cycles=300.0)
+    sharing = Sharing(waves_per_cta=4, lds_share=0.5)
+    one, three = shared_iteration(lds_heavy, 1, 1, sharing), shared_iteration(lds_heavy, 1, 3, sharing)
+    assert one.bound == "own_latency" and three.bound == "lds" and three.cycles == 3 * 4 * 300 * 0.5
+
+
+def test_no_estimate_exceeds_the_peak_at_its_clock():
+    busy = StreamLoop(iteration_cycles=512.0, matrix_cycles=512.0, issue_cycles=40.0)
+    clock = ClockModel(2.2, -0.9, 1.3, 2.4, "test line", True)
+    e = estimate(loop=busy, clock=clock, grid_ctas=132, overheads=TileOverheads(0.0, True, 0.0))
+    assert e.matrix_utilisation == pytest.approx(1.0) and e.clock_ghz == pytest.approx(1.3)
+    assert e.share_of_datasheet_peak == pytest.approx(1.3 / 1.83)
+    slow = estimate(loop=StreamLoop(2048.0, 512.0, 40.0), clock=clock)
+    assert slow.clock_ghz > e.clock_ghz and slow.share_of_datasheet_peak <= slow.clock_ghz / 1.83

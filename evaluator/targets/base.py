@@ -12,6 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
+from ..clock import ClockModel, datasheet_clock
+from ..static_error import StaticErrorModel, unvalidated_error
+
 if TYPE_CHECKING:
     from triton.backends.compiler import GPUTarget
 
@@ -107,6 +110,20 @@ class Target:
     matrix_cycles_note: str = ""   # how instructions missing from the table are costed
     devices: tuple[str, ...] = ()  # device names this target covers
     verified_on_hardware: bool = False  # has nearpeak's runtime path run on one of `devices`?
+    # The clock the static estimate converts cycles with, as a function of matrix load (evaluator.clock);
+    # None: the datasheet clock at every load, not validated.
+    clock_model: ClockModel | None = None
+    # The static model's error for the ratio of two kernels' estimates, from this target's validation sets
+    # (evaluator.static_error); None: no validation set, the widest error and every mechanism unvalidated.
+    static_error: StaticErrorModel | None = None
+
+    @property
+    def clock(self) -> ClockModel:
+        return self.clock_model or datasheet_clock(self.clock_ghz)
+
+    @property
+    def ratio_error(self) -> StaticErrorModel:
+        return self.static_error or unvalidated_error()
 
     @property
     def gpu_target(self) -> GPUTarget:

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from ...isa.common import Instruction
-from ..loop_estimate import ITERATIONS, LoopEstimate, steady_state
+from ..loop_estimate import ITERATIONS, LoopEstimate, SegmentMarks, steady_state
 from . import amdgcn
 
 
@@ -34,6 +34,9 @@ class AmdCosts:
     # LDS pipe cycles per instruction without bank conflicts (the seed: ds_read_b128 issues in 16 cycles).
     lds_bytes_per_cycle: int = 64
     bank_conflict_ways: int = 1    # 4 for an unpadded, unswizzled operand tile (the seed's measurement)
+    # The CU's LDS bandwidth, shared by every wave of every resident workgroup: the CDNA3 ISA guide's 128 bytes
+    # per clock per CU, assumed unchanged on CDNA4 (not validated: no AMD measurement here).
+    cu_lds_bytes_per_clock: int = 128
     # Operand bytes per clock into one CU from the cache hierarchy, shared by its resident workgroups:
     # not modelled on gfx950 (no AMD measurement to fit it on; docs/static-model.md).
     operand_bytes_per_clock: float | None = None
@@ -72,14 +75,21 @@ def estimate_amdgcn(body: list[Instruction], mfma_table: dict[str, int], costs: 
     stalls = {"matrix": 0.0, "vmem_wait": 0.0, "lds_wait": 0.0, "lds_pipe": 0.0, "barrier": 0.0}
     matrix = sum(mfma_cycles(i, mfma_table) for i in body if amdgcn.is_mfma(i.mnemonic))
     starts = []
-    for _ in range(ITERATIONS):
+    marks = SegmentMarks()        # the last iteration, cut at its barriers
+    issued_matrix = lds_busy = 0.0
+    for iteration in range(ITERATIONS):
         starts.append(t)
+        last = iteration == ITERATIONS - 1
+        if last:
+            marks.cut(t, issued_matrix, stalls)
         for ins in body:
             kind = amdgcn.classify(ins)
             if kind == "mfma":
                 start = max(t, matrix_free)
                 stalls["matrix"] += start - t
-                matrix_free = start + mfma_cycles(ins, mfma_table)
+                cycles = mfma_cycles(ins, mfma_table)
+                matrix_free = start + cycles
+                issued_matrix += cycles
                 t = start + costs.mfma_issue
             elif kind in ("global_load", "buffer_load", "direct_to_lds_load", "global_store"):
                 t += costs.vmem_issue
@@ -94,6 +104,7 @@ def estimate_amdgcn(body: list[Instruction], mfma_table: dict[str, int], costs: 
                 start = max(t, lds_free)
                 stalls["lds_pipe"] += start - t
                 lds_free = start + busy
+                lds_busy += busy
                 t = start + costs.lds_issue
                 lgkm.append(lds_free + costs.lds_latency)
             elif kind == "scalar_load":
@@ -111,9 +122,12 @@ def estimate_amdgcn(body: list[Instruction], mfma_table: dict[str, int], costs: 
             elif kind == "barrier":
                 t += costs.barrier
                 stalls["barrier"] += costs.barrier
+                if last:
+                    marks.cut(t, issued_matrix, stalls)
             elif kind == "valu":
                 t += costs.valu_issue
             else:
                 t += costs.salu_issue
     starts.append(t)
-    return steady_state(matrix, starts, stalls)
+    marks.cut(t, issued_matrix, stalls)
+    return steady_state(matrix, starts, stalls, marks, lds_busy)

@@ -64,7 +64,7 @@ def model_inputs(flow, loop, estimate, work: MatrixWork, total_vgprs: int, lds: 
     tile_loads = any(amdgcn.classify(i) in ("global_load", "buffer_load", "direct_to_lds_load") for i in after)
     return ModelInputs.for_loop(work, estimate, residency(total_vgprs, lds, work.total_warps, target),
                                 target.simds_per_cu, costs.operand_bytes_per_clock, float(costs.vmem_latency),
-                                tile_loads, epilogue)
+                                tile_loads, epilogue, lds_share=costs.lds_bytes_per_cycle / costs.cu_lds_bytes_per_clock)
 
 
 def analyze_kernel(kernel: CompiledKernel, target: Target, costs: AmdCosts) -> StaticRecord:

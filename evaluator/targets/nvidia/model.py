@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 
 from ...isa.common import Instruction
-from ..loop_estimate import ITERATIONS, LoopEstimate, steady_state
+from ..loop_estimate import ITERATIONS, LoopEstimate, SegmentMarks, steady_state
 from . import sass
 
 
@@ -90,8 +90,13 @@ def estimate_sass(body: list[Instruction], table: dict[str, int], prologue_tma: 
     fed = producer_lead > 0 and issued == 0 and waits > 0
     tma: list[float] = [costs.tma_latency] * (producer_lead * waits if fed else prologue_tma)
     starts = []
+    marks = SegmentMarks()        # the last iteration, cut at its CTA-wide barriers
+    issued_matrix = 0.0
     for iteration in range(ITERATIONS):
         starts.append(t)
+        last = iteration == ITERATIONS - 1
+        if last:
+            marks.cut(t, issued_matrix, stalls)
         if fed and iteration > 0:
             tma += [t + costs.tma_latency] * waits
         for ins in body:
@@ -109,6 +114,7 @@ def estimate_sass(body: list[Instruction], table: dict[str, int], prologue_tma: 
                 start = max(t, tensor_free)
                 stalls["matrix"] += start - t
                 tensor_free = start + sass.hgmma_cycles(ins)
+                issued_matrix += sass.hgmma_cycles(ins)
                 t = start + costs.wgmma_issue
                 if "gsb0" in ins.operands:
                     groups.append(tensor_free)
@@ -117,6 +123,7 @@ def estimate_sass(body: list[Instruction], table: dict[str, int], prologue_tma: 
                 start = max(t, tensor_free)
                 stalls["matrix"] += start - t
                 tensor_free = start + busy
+                issued_matrix += hmma_cycles(ins, table)
                 t = start + 1
             elif m.startswith("WARPGROUP.DEPBAR"):
                 keep = int(re.search(r"0x([0-9a-f]+)", ins.operands).group(1), 16) if "0x" in ins.operands else 0
@@ -141,7 +148,10 @@ def estimate_sass(body: list[Instruction], table: dict[str, int], prologue_tma: 
             elif m.startswith(("BAR.SYNC", "BAR.RED")):
                 t += costs.barrier
                 stalls["barrier"] += costs.barrier
+                if last:
+                    marks.cut(t, issued_matrix, stalls)
             else:
                 t += costs.alu_issue
     starts.append(t)
-    return steady_state(matrix, starts, stalls)
+    marks.cut(t, issued_matrix, stalls)
+    return steady_state(matrix, starts, stalls, marks)

@@ -1,0 +1,110 @@
+"""The static accept rule respects the model's error for a ratio (evaluator.static_error, agent.evaluation)."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from agent.evaluation import judge_static
+from evaluator.api import evaluate_static
+from evaluator.static_error import (
+    WIDEST_LOG_PENALTY,
+    WIDEST_LOG_SIGMA,
+    StaticErrorModel,
+    derive_error,
+    mechanisms_changed,
+    static_speedup,
+)
+from evaluator.targets import all_targets, get_target
+
+ROOT = Path(__file__).resolve().parents[1]
+FIDELITY = ROOT / "benchmarks" / "results" / "static_model_fidelity.json"
+
+
+def record(tflops: float, target: str = "gfx950", streams: int = 1, ctas: int = 1, bound: str = "own_latency") -> dict:
+    static = {"estimated_tflops": tflops, "estimated_efficiency": 0.5, "spills": 0, "hot_loop_spills": 0,
+              "throughput": {"streams_per_pipe": streams, "resident_ctas": ctas, "shared_bound": bound,
+                             "ratio_error": get_target(target).ratio_error.to_dict()},
+              "model": {"work": {"warp_specialized": False, "persistent": False}}}
+    return {"status": "ok", "target": target, "static": static}
+
+
+def test_a_two_hundredths_of_a_percent_gain_is_rejected():
+    judgement = judge_static(record(2472.0 * 1.0002), record(2472.0), min_gain=0.01)
+    assert not judgement.passed and not judgement.screened_out
+    assert "does not clear 1 + 0.01" in judgement.reason and "static estimate" in judgement.reason
+
+
+def test_a_gain_clear_of_the_error_is_accepted_and_one_inside_it_is_not():
+    error = get_target("sm90").ratio_error
+    needed = math.exp(error.z * error.log_sigma) * 1.01
+    assert judge_static(record(100 * needed * 1.02, "sm90"), record(100, "sm90")).passed
+    assert not judge_static(record(100 * needed * 0.98, "sm90"), record(100, "sm90")).passed
+
+
+def test_a_gain_from_an_unvalidated_mechanism_is_labelled_and_needs_a_wider_margin():
+    candidate, incumbent = record(300, streams=2), record(200, streams=1)
+    speedup = static_speedup(candidate["static"], incumbent["static"])
+    assert speedup.unvalidated == ("resident_streams",)
+    assert "resident_streams" in speedup.basis and "not validated" in speedup.basis
+    same = static_speedup(record(300)["static"], record(200)["static"])
+    assert same.unvalidated == () and speedup.low < same.low and speedup.point == same.point
+    judgement = judge_static(candidate, incumbent)
+    assert "UNVALIDATED on gfx950" in judgement.reason and "resident_streams" in judgement.reason
+
+
+def test_mechanisms_are_read_off_the_two_static_sections():
+    base = record(1)["static"]
+    ws = json.loads(json.dumps(base))
+    ws["model"]["work"]["warp_specialized"] = True
+    assert mechanisms_changed(ws, base) == ("warp_specialization",)
+    feed = record(1, bound="operand_feed")["static"]
+    assert mechanisms_changed(feed, base) == ("operand_feed",)
+    assert mechanisms_changed(base, base) == ()
+
+
+def test_a_record_without_an_error_model_gets_the_widest_one():
+    bare = {"estimated_tflops": 150.0}
+    speedup = static_speedup(bare, {"estimated_tflops": 100.0})
+    assert math.isclose(speedup.low, 1.5 * math.exp(-1.645 * WIDEST_LOG_SIGMA))
+    assert "no validation set" in speedup.basis
+    with pytest.raises(ValueError):
+        static_speedup({"estimated_tflops": None}, bare)
+
+
+def test_derive_error_sees_ratio_errors_not_a_common_scale():
+    scaled = [(2.0 * r, r) for r in (100.0, 200.0, 300.0, 450.0)]
+    assert derive_error(scaled).log_sigma == pytest.approx(0.0, abs=1e-12)
+    one_off = scaled[:3] + [(4 * 450.0, 450.0)]          # one kernel estimated 2x too high relative to the rest
+    e = derive_error(one_off)
+    assert e.worst == pytest.approx(math.log(2)) and e.pairs == 6 and e.p90 == pytest.approx(math.log(2))
+    assert derive_error(one_off, tie=0.6).pairs < 6       # pairs closer than the tie are left out
+
+
+def test_every_error_model_is_within_the_widest_and_round_trips():
+    for target in all_targets():
+        error = target.ratio_error
+        assert error.log_sigma <= WIDEST_LOG_SIGMA and error.unvalidated_log_penalty <= WIDEST_LOG_PENALTY
+        assert StaticErrorModel.from_dict(json.loads(json.dumps(error.to_dict()))) == error
+
+
+@pytest.mark.parametrize("target", ["gfx950", "sm90"])
+def test_the_targets_error_constants_are_the_fidelity_runs_figures(target):
+    rows = [r for r in json.loads(FIDELITY.read_text()) if r["set"] == "ratio_error" and r["target"] == target]
+    assert len(rows) == 1
+    error = get_target(target).ratio_error
+    assert error.log_sigma == pytest.approx(rows[0]["log_sigma"], abs=5e-4)
+    assert error.unvalidated_log_penalty == pytest.approx(rows[0]["p90"], abs=5e-4)
+    assert error.pairs == rows[0]["pairs"]
+
+
+def test_gfx950_v00_with_eight_warps_is_not_accepted_as_a_step():
+    v00 = ROOT / "kernels" / "gfx950" / "fp16" / "v00_naive.py"
+    four, eight = evaluate_static(str(v00), target="gfx950"), evaluate_static(str(v00), target="gfx950", knobs={"num_warps": 8})
+    assert four["status"] == eight["status"] == "ok"
+    judgement = judge_static(eight, four, min_gain=0.01)
+    assert not judgement.passed
+    assert "UNVALIDATED on gfx950" in judgement.reason and "resident_streams" in judgement.reason
+    assert eight["static"]["estimated_tflops"] < 1.6 * four["static"]["estimated_tflops"]
