@@ -232,6 +232,7 @@ def _bind(entry: str, fn, values: dict, path: str) -> None:
 
 _MISSING_NAME = re.compile(r"module '(?P<module>triton[\w.]*)' has no attribute '(?P<name>\w+)'"
                            r"|cannot import name '(?P<imported>\w+)' from '(?P<source>triton[\w.]*)'")
+_NO_MODULE = re.compile(r"No module named '(?P<module>[\w.]+)'")
 _NO_GPU = re.compile(r"Torch not compiled with CUDA enabled|Found no NVIDIA driver|No CUDA GPUs are available"
                      r"|no HIP GPUs are available|CUDA driver initialization failed|cudaGetDeviceCount|"
                      r"Invalid device string|hipErrorNoDevice", re.IGNORECASE)
@@ -245,7 +246,8 @@ def _triton_version() -> str:
 
 def explained(err: NearpeakError, at_import: bool) -> NearpeakError:
     """`err` with its likely cause said: a Gluon/Triton name the installed Triton lacks (the file may be
-    written for another version), or GPU work on a machine that compiles without a GPU."""
+    written for another version), GPU work on a machine that compiles without a GPU, or a module that is
+    neither beside the file nor in a `--path` folder."""
     missing = _MISSING_NAME.search(err.message)
     if missing:
         module, name = missing["module"] or missing["source"], missing["name"] or missing["imported"]
@@ -256,6 +258,9 @@ def explained(err: NearpeakError, at_import: bool) -> NearpeakError:
                 "compiles without a GPU: GPU work belongs under `if __name__ == \"__main__\":` or in a function)"
                 if at_import else "; the host code touches the GPU, which the compile-only scorer does not use "
                 "(tensors are storage-less `meta` tensors; allocate outputs on the inputs' device)")
+    elif _NO_MODULE.search(err.message) and not _NO_MODULE.search(err.message)["module"].startswith("triton"):
+        hint = (f"; {_NO_MODULE.search(err.message)['module']} is not beside the file: name the folder it lives in "
+                "with --path DIR (or `path` in the manifest)")
     else:
         return err
     err.message += hint
