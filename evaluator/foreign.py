@@ -232,6 +232,8 @@ def _bind(entry: str, fn, values: dict, path: str) -> None:
 
 _MISSING_NAME = re.compile(r"module '(?P<module>triton[\w.]*)' has no attribute '(?P<name>\w+)'"
                            r"|cannot import name '(?P<imported>\w+)' from '(?P<source>triton[\w.]*)'")
+_META_DATA = re.compile(r"cannot be called on meta tensors|meta tensors? (?:do|does) not|on the 'meta' device"
+                        r"|Cannot copy out of meta tensor", re.IGNORECASE)
 _NO_MODULE = re.compile(r"No module named '(?P<module>[\w.]+)'")
 _NO_GPU = re.compile(r"Torch not compiled with CUDA enabled|Found no NVIDIA driver|No CUDA GPUs are available"
                      r"|no HIP GPUs are available|CUDA driver initialization failed|cudaGetDeviceCount|"
@@ -258,6 +260,10 @@ def explained(err: NearpeakError, at_import: bool) -> NearpeakError:
                 "compiles without a GPU: GPU work belongs under `if __name__ == \"__main__\":` or in a function)"
                 if at_import else "; the host code touches the GPU, which the compile-only scorer does not use "
                 "(tensors are storage-less `meta` tensors; allocate outputs on the inputs' device)")
+    elif _META_DATA.search(err.message):
+        hint = ("; the file reads tensor data " + ("at import (a module-level test or benchmark)" if at_import
+                else "in its host code") + ", which storage-less meta tensors do not have: the scorer compiles "
+                "without a GPU and never computes")
     elif _NO_MODULE.search(err.message) and not _NO_MODULE.search(err.message)["module"].startswith("triton"):
         hint = (f"; {_NO_MODULE.search(err.message)['module']} is not beside the file: name the folder it lives in "
                 "with --path DIR (or `path` in the manifest)")

@@ -169,6 +169,8 @@ def _refine_compile_error(record: dict, stderr: str, candidate: str) -> None:
     if found:
         record["line"], reason = found
         record["message"] = f"compile error: {reason}"
+    elif "error" in (said := last_compiler_message(stderr) or "").lower() and said not in record["message"]:
+        record["message"] += f" (the compiler said: {said}; it names no line of the file)"
 
 
 def _static_records(path: str, target: str | None, stages: _Stages, entry: str | None, kwargs: dict,
