@@ -14,8 +14,8 @@ from .batch import (
     DEFAULT_FILE_TIMEOUT_S,
     GLOB_CHARS,
     ScoreOptions,
-    expand_paths,
     failure_record,
+    plan_batch,
     run_batch,
     sandboxed_seconds,
     score_file,
@@ -23,7 +23,7 @@ from .batch import (
     target_note,
 )
 from .errors import EXIT_CANDIDATE, EXIT_NO_DEVICE, EXIT_OK, EXIT_USAGE, NearpeakError, UsageError
-from .foreign import parse_args
+from .foreign import parse_args, parse_env
 from .ladder import ladder_main
 from .report import format_record
 from .targets import all_targets, known_targets
@@ -72,7 +72,12 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     foreign.add_argument("--entry", help="host function to call, e.g. matmul")
     foreign.add_argument("--arg", action="append", default=[], metavar="NAME=VALUE",
                          help="argument of --entry (repeatable): a tensor SHAPE:DTYPE[:T] (a=4096x8192:fp16, ':T' = "
-                              "transposed), or a Python value (alpha=1.5, relu=True, tiles=(128,128), mode=fast)")
+                              "transposed), the file's own module-level object (sched=@GroupedScheduler), or a "
+                              "Python value (alpha=1.5, relu=True, tiles=(128,128), mode=fast)")
+    foreign.add_argument("--path", dest="import_paths", action="append", default=[], metavar="DIR",
+                         help="folder the file imports from, beside its own (repeatable; e.g. ../../utils)")
+    foreign.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                         help="environment variable the file reads (repeatable); recorded in the record")
     foreign.add_argument("--config", type=_config_index, metavar="N",
                          help="score only config N of an autotuned kernel (default: every config, one record each)")
     run = p.add_mutually_exclusive_group()
@@ -87,6 +92,9 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     batch.add_argument("--jobs", type=int, metavar="N", help="score N files at a time (default: one per core)")
     batch.add_argument("--jsonl", metavar="OUT", help="append one JSON line per record to OUT as each file finishes")
     batch.add_argument("--resume", action="store_true", help="skip files that already have a record in --jsonl OUT")
+    batch.add_argument("--manifest", metavar="FILE",
+                       help="per-file entry, arguments, target, folders and environment of foreign files (TOML or "
+                            "JSON; default: nearpeak-manifest.toml/.json in a directory given)")
 
 
 def records_for_parse_errors(parser: argparse.ArgumentParser, argv: list[str]) -> None:
@@ -103,7 +111,7 @@ def records_for_parse_errors(parser: argparse.ArgumentParser, argv: list[str]) -
 
 
 def _is_batch(args) -> bool:
-    return (len(args.paths) > 1 or args.jobs is not None or bool(args.jsonl) or args.resume
+    return (len(args.paths) > 1 or args.jobs is not None or bool(args.jsonl) or args.resume or bool(args.manifest)
             or any(Path(p).is_dir() or any(c in p for c in GLOB_CHARS) for p in args.paths))
 
 
@@ -115,14 +123,17 @@ def check_mode(args, batch: bool) -> None:
 
     given = {"--run": args.run is True, "--profile": args.profile, "--seed": args.seed is not None,
              "--shape": args.shape is not None, "--knob": bool(args.knob), "--dump": bool(args.dump)}
+    parse_env(args.env)  # malformed NAME=VALUE fails here, before any process starts
     if args.entry:
         refuse([f for f in ("--run", "--profile", "--seed", "--shape", "--knob") if given[f]],
                "with --entry: a foreign file is compiled through its own host function, with its own shapes "
                "(give them with --arg)")
         parse_args(args.arg)  # malformed arguments and unknown dtypes fail here, before any process starts
-    else:
-        refuse([f for f, on in (("--arg", bool(args.arg)), ("--config", args.config is not None)) if on],
-               "without --entry: they are the arguments and autotune config of a foreign file's host function")
+    elif not batch:  # in a batch they reach files whose entry the manifest names or the scorer guesses
+        refuse([f for f, on in (("--arg", bool(args.arg)), ("--config", args.config is not None),
+                                ("--path", bool(args.import_paths)), ("--env", bool(args.env))) if on],
+               "without --entry: they are the arguments, autotune config, import folders and environment of a "
+               "foreign file's host function")
     if args.profile and args.run is not True:
         raise UsageError("--profile needs --run (profiling happens on a GPU)")
     if args.dump and Path(args.dump).exists() and not Path(args.dump).is_dir():
@@ -137,7 +148,9 @@ def check_mode(args, batch: bool) -> None:
 
 def _options(args, timeout_s: float) -> ScoreOptions:
     return ScoreOptions(target=args.target, entry=args.entry, args=tuple(args.arg), config=args.config,
-                        shape=args.shape, knobs=dict(args.knob), timeout_s=timeout_s, dump_dir=args.dump)
+                        shape=args.shape, knobs=dict(args.knob), timeout_s=timeout_s, dump_dir=args.dump,
+                        import_paths=tuple(str(Path(p).resolve()) for p in args.import_paths),
+                        env=parse_env(args.env), manifest=args.manifest)
 
 
 def _print_records(records: list[dict], as_json: bool) -> None:
@@ -189,27 +202,32 @@ def run_eval(args) -> int:
 
 
 def run_batch_eval(args) -> int:
-    """`nearpeak eval PATH... [--jobs N] [--jsonl OUT] [--resume]`: progress on stderr, the summary at the end."""
-    paths = expand_paths(args.paths)
-    for note in filter(None, (target_note(p, args.target) for p in paths)):
+    """`nearpeak eval PATH... [--jobs N] [--jsonl OUT] [--resume] [--manifest F]`: progress on stderr, the summary
+    at the end; exit 1 (EXIT_CANDIDATE) when no file scored."""
+    options = _options(args, args.timeout or DEFAULT_FILE_TIMEOUT_S)
+    planned = plan_batch(args.paths, options)
+    for note in filter(None, (target_note(f.path, f.options.target) for f in planned if f.skipped is None)):
         print(f"nearpeak eval: note: {note}", file=sys.stderr)
+    labels = {f.path: f.label for f in planned}
     started = time.monotonic()
 
     def progress(path: str, records: list[dict], done: int, total: int) -> None:
         statuses = ", ".join(r["status"] + (f"#{r['config']['index']}" if r.get("config") else "") for r in records)
         wall = max(map(sandboxed_seconds, records))
-        print(f"[{done}/{total}] {path}: {statuses} ({wall:.1f} s)", file=sys.stderr, flush=True)
+        print(f"[{done}/{total}] {labels.get(path, path)}: {statuses} ({wall:.1f} s)", file=sys.stderr, flush=True)
         if args.json:
             for record in records:
                 print(json.dumps(record, default=str), flush=True)
 
     jobs = args.jobs if args.jobs is not None else (os.cpu_count() or 1)
-    records = run_batch(paths, _options(args, args.timeout or DEFAULT_FILE_TIMEOUT_S), jobs=jobs,
-                        jsonl=args.jsonl, resume=args.resume, on_file=progress)
+    records = run_batch(planned, options, jobs=jobs, jsonl=args.jsonl, resume=args.resume, on_file=progress)
     wall = time.monotonic() - started
     files = len({r["file"] for r in records})
     summary = summary_table(records) + f"\n\n{files} files in {wall:.1f} s with {jobs} jobs"
     print(summary, file=sys.stderr if args.json else sys.stdout)
+    if records and not any(r.get("status") == "ok" for r in records):
+        print("nearpeak eval: no file scored", file=sys.stderr)
+        return EXIT_CANDIDATE
     return EXIT_OK
 
 

@@ -9,14 +9,23 @@ so `from common import ...` and `importlib.import_module("05-wgmma")` find their
 launches an autotuned kernel is called once per config (or for the one `config` asked for).
 
 `:T` makes a tensor argument the transpose of a contiguous tensor: a K x N argument with `:T` is stored
-N x K, K-contiguous. Any other value is read as a Python literal (int, float, True/False, tuple, string);
+N x K, K-contiguous. `@Name` passes the file's own module-level object `Name` (a scheduler class, a helper
+function, a constexpr). Any other value is read as a Python literal (int, float, True/False, tuple, string);
 a bare word that is no literal passes as a string.
+
+`--path DIR` folders join the file's own on the import path and `--env NAME=VALUE` variables are set while
+the file runs (both go into the record). What the file does is watched while it runs (`Containment`): starting
+processes, opening network connections and loading native code from the file's own code (or from code in
+its folders) is refused at the line that does it, wherever that line sits; naming such modules is not.
+Failures are explained where the cause is known: a Gluon name missing from the installed Triton, GPU work at
+import or in the host code on a machine compiling without one.
 """
 from __future__ import annotations
 
 import ast
 import contextlib
 import inspect
+import os
 import re
 import sys
 from collections.abc import Iterator
@@ -27,11 +36,13 @@ from typing import Any
 from .compile import compile_only
 from .contract import load_module
 from .dtypes import canonical_name, torch_dtype
-from .errors import CallError, UsageError
+from .errors import CallError, NearpeakError, UsageError
 
 _ARG = re.compile(r"^(?P<name>[A-Za-z_]\w*)=(?P<value>.*)$", re.DOTALL)
 _TENSOR = re.compile(r"^(?P<shape>\d+(?:x\d+)*):(?P<dtype>\w+)(?P<t>:T)?$")
 _SHAPE_ONLY = re.compile(r"^\d+(?:x\d+)+$")
+_SYMBOL = re.compile(r"^@(?P<symbol>[A-Za-z_]\w*)$")
+_ENV = re.compile(r"^(?P<name>[A-Za-z_]\w*)=(?P<value>.*)$", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -43,13 +54,20 @@ class ArgSpec:
     shape: tuple[int, ...] | None = None
     dtype: str | None = None
     transposed: bool = False
+    symbol: str | None = None          # `@Name`: the file's own module-level object
 
     @property
     def is_tensor(self) -> bool:
         return self.shape is not None
 
-    def build(self):
-        """The argument itself: a `meta` tensor (no storage) or the value."""
+    def build(self, module=None, path: str | None = None):
+        """The argument itself: a `meta` tensor (no storage), the file's object `symbol`, or the value."""
+        if self.symbol is not None:
+            if module is None or not hasattr(module, self.symbol):
+                candidates = ", ".join(module_objects(module)[:20]) if module is not None else ""
+                raise CallError(f"--arg {self.name}=@{self.symbol}: the file has no module-level {self.symbol!r} "
+                                f"(its classes, functions and constants: {candidates or 'none'})", file=path)
+            return getattr(module, self.symbol)
         if not self.is_tensor:
             return self.value
         import torch
@@ -88,6 +106,12 @@ def parse_arg(text: str) -> ArgSpec:
         return ArgSpec(name, shape=shape, dtype=dtype, transposed=bool(tensor["t"]))
     if _SHAPE_ONLY.match(value):
         raise UsageError(f"bad --arg {text!r}: a tensor needs a dtype, e.g. {name}={value}:fp16")
+    if value.startswith("@"):
+        symbol = _SYMBOL.match(value)
+        if not symbol:
+            raise UsageError(f"bad --arg {text!r}: '@' names one module-level object of the file, e.g. "
+                             f"{name}=@GroupedScheduler")
+        return ArgSpec(name, symbol=symbol["symbol"])
     return ArgSpec(name, value=_literal(value))
 
 
@@ -98,6 +122,34 @@ def parse_args(texts: list[str]) -> list[ArgSpec]:
     if repeated:
         raise UsageError(f"--arg given twice for {', '.join(repeated)}")
     return specs
+
+
+def parse_env(texts) -> dict[str, str]:
+    """`--env NAME=VALUE` texts as a mapping; malformed ones are usage errors."""
+    env: dict[str, str] = {}
+    for text in texts:
+        m = _ENV.match(text)
+        if not m:
+            raise UsageError(f"bad --env {text!r}: expected NAME=VALUE, e.g. TILE_MNK=256,256,64")
+        if m["name"] in env:
+            raise UsageError(f"--env given twice for {m['name']}")
+        env[m["name"]] = m["value"]
+    return env
+
+
+def module_objects(module) -> list[str]:
+    """Names `@Name` can pass: the module-level classes, functions, kernels and constants the file defines."""
+    from triton.language import constexpr
+
+    names = []
+    for name, value in vars(module).items():
+        if name.startswith("_"):
+            continue
+        own = getattr(value, "__module__", None) == module.__name__
+        if (inspect.isclass(value) or inspect.isfunction(value)) and own or isinstance(value, constexpr) \
+                or (hasattr(value, "fn") and getattr(value.fn, "__module__", None) == module.__name__):
+            names.append(name)
+    return sorted(names)
 
 
 def gemm_shape(specs: list[ArgSpec]) -> tuple[int, int, int] | None:
@@ -114,22 +166,49 @@ def gemm_shape(specs: list[ArgSpec]) -> tuple[int, int, int] | None:
     return None
 
 
+def import_folders(path: str | Path, import_paths=()) -> list[str]:
+    """The file's folder, then each `--path` folder (relative ones from the current directory)."""
+    folders = [str(Path(path).resolve().parent)]
+    for extra in import_paths:
+        folder = str(Path(extra).resolve())
+        if folder not in folders:
+            folders.append(folder)
+    return folders
+
+
 @contextlib.contextmanager
-def beside_its_folder(path: str | Path) -> Iterator[None]:
-    """The file's folder first on the import path; sibling modules it imported are forgotten afterwards, so
-    another candidate's `common.py` is not mistaken for this one's."""
-    folder = str(Path(path).resolve().parent)
+def beside_its_folder(path: str | Path, import_paths=()) -> Iterator[None]:
+    """The file's folder and the `--path` folders first on the import path; modules imported from them are
+    forgotten afterwards, so another candidate's `common.py` is not mistaken for this one's."""
+    folders = import_folders(path, import_paths)
     before = set(sys.modules)
-    sys.path.insert(0, folder)
+    sys.path[:0] = folders
     try:
         yield
     finally:
-        with contextlib.suppress(ValueError):
-            sys.path.remove(folder)
+        for folder in folders:
+            with contextlib.suppress(ValueError):
+                sys.path.remove(folder)
         for name in set(sys.modules) - before:
             origin = getattr(sys.modules[name], "__file__", None) or ""
-            if origin and str(Path(origin).resolve().parent) == folder and not name.startswith("nearpeak_candidate_"):
+            if origin and not name.startswith("nearpeak_candidate_") and any(
+                    Path(origin).resolve().is_relative_to(folder) for folder in folders):
                 del sys.modules[name]
+
+
+@contextlib.contextmanager
+def environment(env: dict[str, str] | None) -> Iterator[None]:
+    """`--env` variables set while the file runs, the previous values back afterwards."""
+    saved = {name: os.environ.get(name) for name in env or {}}
+    os.environ.update(env or {})
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _signature_text(entry: str, fn) -> str:
@@ -151,26 +230,139 @@ def _bind(entry: str, fn, values: dict, path: str) -> None:
         pass  # builtins without a signature: let the call itself decide
 
 
-def compile_foreign(path: str, entry: str, specs: list[ArgSpec], target, config: int | None = None):
-    """Import the file and call `entry` under the compile-only driver: one `Launch` per autotune config
-    (all of them when `config` is None, else the one asked for)."""
-    with beside_its_folder(path), compile_only(target) as session:
-        module = load_module(path)
-        fn = getattr(module, entry, None)
-        if not callable(fn):
-            names = sorted(n for n, v in vars(module).items() if inspect.isfunction(v) and not n.startswith("_")
-                           and getattr(v, "__module__", None) == module.__name__)
-            raise CallError(f"no function {entry!r} in the file (its functions: {', '.join(names[:12]) or 'none'})",
-                            file=path)
-        values = {s.name: s.build() for s in specs}
-        _bind(entry, fn, values, path)
-        first = session.launch(lambda: fn(**values), path, config_index=config or 0)
-        if config is not None:
-            if not first.configs:
-                raise UsageError(f"--config {config}: {entry} launched no autotuned kernel", file=path)
-            if config >= first.config_count:
-                raise UsageError(f"--config {config}: the autotuned kernel has {first.config_count} configs "
-                                 f"(0..{first.config_count - 1})", file=path)
-            return [first]
-        return [first] + [session.launch(lambda: fn(**values), path, config_index=i)
-                          for i in range(1, first.config_count)]
+_MISSING_NAME = re.compile(r"module '(?P<module>triton[\w.]*)' has no attribute '(?P<name>\w+)'"
+                           r"|cannot import name '(?P<imported>\w+)' from '(?P<source>triton[\w.]*)'")
+_META_DATA = re.compile(r"cannot be called on meta tensors|meta tensors? (?:do|does) not|on the 'meta' device"
+                        r"|Cannot copy out of meta tensor", re.IGNORECASE)
+_NO_MODULE = re.compile(r"No module named '(?P<module>[\w.]+)'")
+_NO_GPU = re.compile(r"Torch not compiled with CUDA enabled|Found no NVIDIA driver|No CUDA GPUs are available"
+                     r"|no HIP GPUs are available|CUDA driver initialization failed|cudaGetDeviceCount|"
+                     r"Invalid device string|hipErrorNoDevice", re.IGNORECASE)
+
+
+def _triton_version() -> str:
+    import triton
+
+    return getattr(triton, "__version__", "unknown")
+
+
+def explained(err: NearpeakError, at_import: bool) -> NearpeakError:
+    """`err` with its likely cause said: a Gluon/Triton name the installed Triton lacks (the file may be
+    written for another version), GPU work on a machine that compiles without a GPU, or a module that is
+    neither beside the file nor in a `--path` folder."""
+    missing = _MISSING_NAME.search(err.message)
+    if missing:
+        module, name = missing["module"] or missing["source"], missing["name"] or missing["imported"]
+        hint = (f"; {module}.{name} is not in the installed Triton {_triton_version()}: the file may be written "
+                "for another Triton version")
+    elif _NO_GPU.search(err.message):
+        hint = ("; the file touches the GPU at import (the scorer imports it before calling the entry, and "
+                "compiles without a GPU: GPU work belongs under `if __name__ == \"__main__\":` or in a function)"
+                if at_import else "; the host code touches the GPU, which the compile-only scorer does not use "
+                "(tensors are storage-less `meta` tensors; allocate outputs on the inputs' device)")
+    elif _META_DATA.search(err.message):
+        hint = ("; the file reads tensor data " + ("at import (a module-level test or benchmark)" if at_import
+                else "in its host code") + ", which storage-less meta tensors do not have: the scorer compiles "
+                "without a GPU and never computes")
+    elif _NO_MODULE.search(err.message) and not _NO_MODULE.search(err.message)["module"].startswith("triton"):
+        hint = (f"; {_NO_MODULE.search(err.message)['module']} is not beside the file: name the folder it lives in "
+                "with --path DIR (or `path` in the manifest)")
+    else:
+        return err
+    err.message += hint
+    err.args = (err.message,)
+    return err
+
+
+def compile_foreign(path: str, entry: str, specs: list[ArgSpec], target, config: int | None = None,
+                    import_paths=(), env: dict[str, str] | None = None):
+    """Import the file and call `entry` under the compile-only driver, watched (`evaluator.containment`):
+    one `Launch` per autotune config (all of them when `config` is None, else the one asked for).
+    `import_paths` join the file's folder on the import path; `env` is set meanwhile."""
+    from .containment import watching
+
+    with beside_its_folder(path, import_paths), environment(env), \
+            watching(path, import_folders(path, import_paths)) as watch:
+        stage = "import"
+        try:
+            with compile_only(target) as session:
+                module = load_module(path)
+                stage = "call"
+                launches = _call_entry(module, session, path, entry, specs, config)
+        except NearpeakError as err:
+            if watch.violation is not None and not isinstance(err, UsageError):
+                raise _refusal(watch, path) from None
+            raise explained(err, stage == "import") from None
+        if watch.violation is not None:  # refused, and the file caught the refusal itself
+            raise _refusal(watch, path)
+        return launches
+
+
+def _refusal(watch, path: str) -> NearpeakError:
+    from .containment import ContainmentError
+
+    return ContainmentError(watch.violation, path)
+
+
+def _call_entry(module, session, path: str, entry: str, specs: list[ArgSpec], config: int | None):
+    fn = getattr(module, entry, None)
+    if not callable(fn):
+        names = sorted(n for n, v in vars(module).items() if inspect.isfunction(v) and not n.startswith("_")
+                       and getattr(v, "__module__", None) == module.__name__)
+        raise CallError(f"no function {entry!r} in the file (its functions: {', '.join(names[:12]) or 'none'})",
+                        file=path)
+    values = {s.name: s.build(module, path) for s in specs}
+    _bind(entry, fn, values, path)
+    first = session.launch(lambda: fn(**values), path, config_index=config or 0)
+    if config is not None:
+        if not first.configs:
+            raise UsageError(f"--config {config}: {entry} launched no autotuned kernel", file=path)
+        if config >= first.config_count:
+            raise UsageError(f"--config {config}: the autotuned kernel has {first.config_count} configs "
+                             f"(0..{first.config_count - 1})", file=path)
+        return [first]
+    return [first] + [session.launch(lambda: fn(**values), path, config_index=i)
+                      for i in range(1, first.config_count)]
+
+
+def _launches_kernel(func: ast.FunctionDef, kernels: set[str]) -> bool:
+    """Whether `func`'s body has a `kernel[grid](...)` call of one of `kernels`."""
+    for node in ast.walk(func):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript):
+            launched = node.func.value
+            if isinstance(launched, ast.Name) and launched.id in kernels:
+                return True
+    return False
+
+
+def host_functions(source: str) -> list[str]:
+    """Module-level functions that launch a Gluon/Triton kernel (`kernel[grid](...)`) of the file or one it
+    imports, pytest tests left out: the candidates for an entry nobody named."""
+    from .policy import is_jit_decorated
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    functions = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    kernels = {f.name for f in functions if is_jit_decorated(f)}
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            kernels |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return [f.name for f in functions if not is_jit_decorated(f) and not f.name.startswith(("test_", "_"))
+            and _launches_kernel(f, kernels)]
+
+
+def guess_entry(path: str | Path) -> tuple[str | None, str]:
+    """(entry, why): the one host function of the file that launches a kernel, or None and the reason."""
+    try:
+        source = Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        return None, f"cannot read the file: {exc.strerror}"
+    found = host_functions(source)
+    if len(found) == 1:
+        return found[0], f"the only host function that launches a kernel: {found[0]}"
+    if not found:
+        return None, "no --entry given and no host function of the file launches a Gluon/Triton kernel"
+    return None, (f"no --entry given and {len(found)} host functions launch a kernel ({', '.join(found)}): "
+                  "name one (--entry, or `entry` in the manifest)")

@@ -170,6 +170,8 @@ def _refine_compile_error(record: dict, stderr: str, candidate: str) -> None:
     if found:
         record["line"], reason = found
         record["message"] = f"compile error: {reason}"
+    elif "error" in (said := last_compiler_message(stderr) or "").lower() and said not in record["message"]:
+        record["message"] += f" (the compiler said: {said}; it names no line of the file)"
 
 
 def _static_records(path: str, target: str | None, stages: _Stages, entry: str | None, kwargs: dict,
@@ -187,18 +189,21 @@ def _static_records(path: str, target: str | None, stages: _Stages, entry: str |
     for record in records:
         if record.get("status") == "compile_error":
             _refine_compile_error(record, result.stderr_tail, path)
-        record.update(policy={"violations": []}, sandbox=stages.summaries)
+        record.setdefault("policy", {"violations": []})  # a foreign file's run-time refusal keeps its own
+        record["sandbox"] = stages.summaries
     return records
 
 
 def static_isolated(path: str | Path, target: str | None, *, entry: str | None = None, args: Sequence[str] = (),
                     config: int | None = None, shape=None, knobs: dict | None = None,
                     dump_dir: str | Path | None = None, timeout_s: float | None = None,
-                    memory_mb: int | None = STATIC_MEMORY_MB, worker: SandboxWorker | None = None) -> list[dict]:
+                    memory_mb: int | None = STATIC_MEMORY_MB, worker: SandboxWorker | None = None,
+                    import_paths: Sequence[str] = (), env: dict[str, str] | None = None) -> list[dict]:
     """Policy, then the static stage alone in its own sandbox under `timeout_s` (default STATIC_TIMEOUT_S):
     a contract file's one record, or with `entry` (the host function of a foreign file, which needs `target`
     and is held only to the policy's containment rules) one record per autotune config (only `config` when
-    given). A failure is a single record whose status says what failed."""
+    given; `import_paths` and `env` for what the file imports and reads). A failure is a single record whose
+    status says what failed."""
     path = str(Path(path).resolve())
     refused = _refused(path, target, entry)
     if refused:
@@ -206,7 +211,8 @@ def static_isolated(path: str | Path, target: str | None, *, entry: str | None =
     dump = str(Path(dump_dir).resolve()) if dump_dir else None
     if entry:
         kwargs = {"path": path, "entry": entry, "args": list(args), "target": target, "config": config,
-                  "dump_dir": dump}
+                  "dump_dir": dump, "import_paths": [str(Path(p).resolve()) for p in import_paths],
+                  "env": dict(env or {})}
     else:
         request = EvalRequest(target=target, shape=tuple(shape) if shape else None, knobs=dict(knobs or {}),
                               dump_dir=dump)

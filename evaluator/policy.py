@@ -76,11 +76,12 @@ INTROSPECTION_ATTRS = frozenset({
     "f_globals", "f_locals", "gi_frame", "tb_frame"})
 JIT_DECORATORS = frozenset({"jit", "constexpr_function", "aggregate"})
 
-# A foreign file (scored statically through --entry, as its authors wrote it) is held only to containment:
-# no process control, networking or FFI, and no reaching into the scorer's own packages. It may import what it
-# likes otherwise (siblings, importlib, os for its paths and environment).
-FOREIGN_RULES = frozenset({"process_network_ffi", "evaluator_access", "syntax_error"})
-FOREIGN_ALLOWED_MODULES = frozenset({"os", "os.path"})
+# A foreign file (scored statically through --entry, as its authors wrote it) is judged by what it does, not by
+# the names it mentions: it may import what it likes (os, pytest, argparse, siblings, importlib) and name
+# triton._C in a branch that never runs; evaluator.containment refuses, at run time, the processes, network and
+# native code its own code asks for. Read from the source, it is held only to parsing and to keeping out of
+# the scorer's own packages (importing them is the one thing that needs no run to judge).
+FOREIGN_RULES = frozenset({"evaluator_access", "syntax_error"})
 SCORER_PACKAGES = frozenset({"evaluator", "agent", "tests"})
 
 
@@ -123,7 +124,7 @@ def attribute_chain(node: ast.AST) -> list[str] | None:
     return None
 
 
-def _is_jit_decorated(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+def is_jit_decorated(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     for deco in func.decorator_list:
         target = deco.func if isinstance(deco, ast.Call) else deco
         chain = attribute_chain(target)
@@ -160,8 +161,7 @@ class _Checker(ast.NodeVisitor):
 
     def check_module(self, node: ast.AST, module: str) -> None:
         rule = _denied_rule(module)
-        if self.foreign and (module in FOREIGN_ALLOWED_MODULES
-                             or (rule == "evaluator_access" and module.split(".")[0] not in SCORER_PACKAGES)):
+        if self.foreign and module.split(".")[0] not in SCORER_PACKAGES:
             return
         if rule:
             self.add(rule, node, f"import of {module} is not allowed ({RULES[rule]})")
@@ -331,7 +331,7 @@ class _Checker(ast.NodeVisitor):
     # -- scopes ---------------------------------------------------------------------------------------------
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
-        jit = _is_jit_decorated(node)
+        jit = is_jit_decorated(node)
         for deco in node.decorator_list:
             self.visit(deco)
         self.jit_depth += jit
@@ -352,7 +352,8 @@ class _Checker(ast.NodeVisitor):
 def check_source(source: str, filename: str = "<candidate>", foreign: bool = False) -> list[Violation]:
     """Violations in `source`, in line order; an empty list means the policy allows it.
 
-    `foreign` applies only the containment rules (FOREIGN_RULES) to a file scored through --entry.
+    `foreign` applies only FOREIGN_RULES to a file scored through --entry (the rest is judged while it runs,
+    evaluator.containment).
     """
     lines = source.splitlines()
     try:
@@ -369,7 +370,7 @@ def check_source(source: str, filename: str = "<candidate>", foreign: bool = Fal
 
 def check_policy(path: str | Path, foreign: bool = False) -> list[Violation]:
     """Read a candidate file and return every policy violation in it (empty when it may run); `foreign` for
-    a file scored through --entry (containment rules only)."""
+    a file scored through --entry (FOREIGN_RULES only)."""
     path = Path(path)
     return check_source(path.read_text(encoding="utf-8", errors="replace"), str(path), foreign)
 

@@ -15,6 +15,26 @@ def pct(x) -> str:
     return "" if x is None else f"{100 * x:.1f}%"
 
 
+def batch_registers(static: dict) -> str:
+    """The batch table's registers cell: per thread, and where the target splits its register file into arch
+    VGPRs and AGPRs (AMD's matrix cores), what the total adds up."""
+    total = static.get("registers")
+    if total is None:
+        return ""
+    if static.get("agprs") is not None and static.get("arch_vgprs") is not None:
+        return f"{total} ({static['arch_vgprs']} VGPR + {static['agprs']} AGPR)"
+    return str(total)
+
+
+def batch_failures(records: list[dict], label) -> list[str]:
+    """One line per failed record: where (label and line), the status and the whole reason, never cut."""
+    lines = []
+    for record in records:
+        where = label(record) + (f":{record['line']}" if record.get("line") else "")
+        lines.append(f"  {where}: {record.get('status')}: {record.get('message')}")
+    return lines
+
+
 # What every target's static record holds (docs/eval-schema.md): shown when the record's target is unknown.
 _COMMON_FIELDS = (
     ("kernel", "kernel", ""), ("grid", "grid", ""), ("registers", "registers", ""), ("spills", "spills", ""),
@@ -36,16 +56,35 @@ def _value(v, unit: str) -> str:
     return f"{v} {unit}".strip()
 
 
+def _foreign_lines(record: dict) -> list[str]:
+    """How a foreign file was called: its entry and arguments, import folders, environment, kernel files."""
+    if not record.get("entry"):
+        return []
+    lines = [f"entry {record['entry']}({', '.join(record.get('args') or [])})"]
+    if record.get("entry_note"):
+        lines.append(record["entry_note"])
+    if record.get("import_paths"):
+        lines.append("import folders: " + ", ".join(record["import_paths"]))
+    if record.get("env"):
+        lines.append("environment: " + ", ".join(f"{k}={v}" for k, v in record["env"].items()))
+    files = (record.get("kernel_provenance") or {}).get("kernel_files")
+    if files:
+        lines.append("kernels from: " + ", ".join(files))
+    return lines
+
+
 def format_record(record: dict) -> str:
     head = f"{record.get('file')}  target={record.get('target')}  shape={record.get('shape')}"
     if record.get("status") != "ok":
         where = record.get("file") or ""
         if record.get("line"):
             where += f":{record['line']}"
-        return f"{where}: {record.get('status')}: {record.get('message')}"
+        note = f" ({record['entry_note']})" if record.get("entry_note") else ""
+        return f"{where}: {record.get('status')}: {record.get('message')}{note}"
     st = record["static"]
     fields = _fields(record.get("target"))
-    lines = [head, f"compiled in {record.get('compile_seconds')} s with triton {record.get('triton_version')}", ""]
+    lines = [head, f"compiled in {record.get('compile_seconds')} s with triton {record.get('triton_version')}"]
+    lines += _foreign_lines(record) + [""]
     lines += [f"  {label:<22} {_value(st.get(key), unit)}" for key, label, unit in fields]
     loop = st.get("hot_loop")
     if loop:
@@ -55,13 +94,14 @@ def format_record(record: dict) -> str:
         lines.append(f"  {'hot_loop_spills':<22} {st.get('hot_loop_spills')}")
         est = st.get("estimate")
         if est:
-            lines.append(f"  {'efficiency':<22} {pct(st.get('estimated_efficiency'))} "
-                         f"(STATIC ESTIMATE: {est.get('matrix_cycles_per_iteration')} matrix cycles over "
+            lines.append(f"  {'hot-loop efficiency':<22} {pct(st.get('estimated_efficiency'))} "
+                         f"(STATIC ESTIMATE, the matrix unit's busy fraction over one hot-loop iteration of one "
+                         f"CTA, not of the GPU's peak: {est.get('matrix_cycles_per_iteration')} matrix cycles over "
                          f"{est.get('estimated_iteration_cycles')} estimated cycles per iteration, bound: "
                          f"{est.get('bound')})")
         else:
-            lines.append(f"  {'efficiency':<22} not estimated: the static model does not cost this loop's matrix "
-                         "instructions")
+            lines.append(f"  {'hot-loop efficiency':<22} not estimated: the static model does not cost this loop's "
+                         "matrix instructions")
         tp = st.get("throughput")
         if tp:
             limits = ", ".join(tp.get("resident_limited_by") or [])

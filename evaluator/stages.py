@@ -139,30 +139,42 @@ def _narrowing(spec, request: EvalRequest) -> dict | None:
 
 
 def evaluate_foreign(path: str | Path, entry: str, args: list[str], target: str, config: int | None = None,
-                     dump_dir: str | Path | None = None) -> list[dict]:
+                     dump_dir: str | Path | None = None, import_paths: list[str] | None = None,
+                     env: dict[str, str] | None = None) -> list[dict]:
     """Static evaluation of a non-contract file through its own host function: one record per autotune config
     (only config `config` when given), each reporting every kernel its call compiled. In-process. Never raises:
     a failure, a usage error included, comes back as a single record whose status says what failed.
 
-    No provenance trace here: a foreign file is scored as its authors wrote it (host-side torch work, kernels
-    in sibling files), statically, and earns no measured score.
+    A foreign file is scored as its authors wrote it (host-side torch work, kernels in sibling files) and
+    earns no measured score: what it does is watched (`evaluator.containment` refuses processes, network and
+    native code asked for by its own code) and what computed is recorded (`kernel_provenance`), not refused.
     """
     from .foreign import compile_foreign, gemm_shape, parse_args
+    from .provenance import Trace, recording
     from .static import analyze, dump_artifacts
 
     path = str(path)
+    trace = Trace(path)
     try:
         tgt = _target(target)
         specs = parse_args(args)
-        launches = compile_foreign(path, entry, specs, tgt, config)
+        with recording(trace):
+            launches = compile_foreign(path, entry, specs, tgt, config, import_paths or (), env)
     except NearpeakError as err:
-        return [error_record(path, target, err)]
+        record = error_record(path, target, err)
+        violation = getattr(err, "violation", None)
+        if violation is not None:
+            record["policy"] = {"violations": [violation.to_dict()]}
+        return [record]
     shape = gemm_shape(specs)  # read off the matrix arguments, for the static objective's useful FLOPs
     records = []
     for launch in launches:
         record = base_record(path, target)
-        record.update(entry=entry, args=list(args), shape=list(shape) if shape else None,
-                      compile_seconds=round(launch.seconds, 3), static=analyze(launch.kernels, tgt, shape))
+        record.update(entry=entry, args=list(args), import_paths=list(import_paths or []), env=dict(env or {}),
+                      shape=list(shape) if shape else None, compile_seconds=round(launch.seconds, 3),
+                      static=analyze(launch.kernels, tgt, shape),
+                      kernel_provenance={**trace.to_dict(), "judged": False,
+                                         "kernel_files": sorted({k.source_file for k in launch.kernels})})
         if launch.configs:
             index = launch.configs[0].index
             record["config"] = {"index": index, "count": launch.config_count,
@@ -183,8 +195,10 @@ def static_stage(path: str, request: dict) -> dict:
 
 
 def foreign_stage(path: str, entry: str, args: list[str], target: str, config: int | None,
-                  dump_dir: str | None = None) -> list[dict]:
-    return evaluate_foreign(path, entry, args, target, config, dump_dir=dump_dir)
+                  dump_dir: str | None = None, import_paths: list[str] | None = None,
+                  env: dict[str, str] | None = None) -> list[dict]:
+    return evaluate_foreign(path, entry, args, target, config, dump_dir=dump_dir, import_paths=import_paths,
+                            env=env)
 
 
 def runtime_stage(path: str, request: dict) -> dict | None:

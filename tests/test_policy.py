@@ -139,18 +139,21 @@ def matmul(a, b):
 """
 
 
-def test_a_foreign_file_is_held_only_to_containment():
-    """Scored as written (--entry): siblings, importlib, os paths and even torch.matmul pass; escapes do not."""
+def test_a_foreign_file_is_judged_by_what_it_does_not_by_its_names():
+    """Scored as written (--entry): siblings, importlib, os, even torch.matmul and the names of process and FFI
+    modules pass the source check (evaluator.containment judges what runs); the scorer's packages do not."""
     assert check_source(FOREIGN_TUTORIAL, foreign=True) == []
     assert "vendor_gemm" in {v.rule for v in check_source(FOREIGN_TUTORIAL)}  # a candidate could not do this
-    for escape, rule in [("import subprocess\n", "process_network_ffi"), ("import socket\n", "process_network_ffi"),
-                         ("import os\nos.system('x')\n", "process_network_ffi"), ("import ctypes\n", "process_network_ffi"),
-                         ("import evaluator.runtime\n", "evaluator_access"), ("from agent import loop\n", "evaluator_access")]:
-        assert [v.rule for v in check_source(escape, foreign=True)] == [rule], escape
+    for named in ("import subprocess\n", "import socket\n", "import os\nos.system('x')\n", "import ctypes\n",
+                  "if False:\n    from triton._C.libtriton import nvidia\n"):
+        assert check_source(named, foreign=True) == [], named
+        assert {v.rule for v in check_source(named)} == {"process_network_ffi"}, named
+    for escape in ("import evaluator.runtime\n", "from agent import loop\n"):
+        assert [v.rule for v in check_source(escape, foreign=True)] == ["evaluator_access"], escape
 
 
 def test_foreign_fixtures_of_the_scorer_pass_the_foreign_policy():
     for path in sorted((ROOT / "tests" / "kernels").glob("foreign_*.py")):
         assert check_policy(path, foreign=True) == [], path.name
-    refused = check_policy(ROOT / "tests" / "adversarial" / "candidates" / "foreign_forbidden_import.py", foreign=True)
-    assert [v.rule for v in refused] == ["process_network_ffi"]
+    # refused when it runs instead (tests/test_foreign_files.py, the adversarial case)
+    assert check_policy(ROOT / "tests" / "adversarial" / "candidates" / "foreign_forbidden_import.py", foreign=True) == []

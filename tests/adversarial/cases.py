@@ -98,7 +98,7 @@ CASES: tuple[Case, ...] = (
     # One sandboxed path for every evaluation: the plain static API and foreign files too.
     Case("static_eval_hang_at_import", "static `nearpeak eval` sandboxed: hangs at import", "api", "timeout",
          target="gfx950", timeout_s=8),
-    Case("foreign_forbidden_import", "foreign file (--entry) policy-checked: imports subprocess", "foreign",
+    Case("foreign_forbidden_import", "foreign file (--entry) contained: its host function runs subprocess", "foreign",
          "policy_violation", rule="process_network_ffi", target="gfx950", kwargs=FOREIGN_ARGS),
     Case("foreign_hang", "foreign file (--entry) sandboxed: its host function never returns", "foreign", "timeout",
          target="gfx950", timeout_s=8, kwargs=FOREIGN_ARGS),

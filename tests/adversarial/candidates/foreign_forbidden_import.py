@@ -1,7 +1,7 @@
-"""Foreign file (no contract, scored with --entry matmul) with a forbidden import: `subprocess`.
+"""Foreign file (no contract, scored with --entry matmul) whose host function starts a process.
 
-Foreign files once skipped the policy check; now they get it like any candidate (`policy_violation`,
-rule `process_network_ffi`) before any of their code runs.
+Foreign files are judged by what they do: importing `subprocess` passes, running it from the file's code is
+refused where it happens (`policy_violation`, rule `process_network_ffi`, at the `subprocess.run` line).
 """
 import subprocess
 
