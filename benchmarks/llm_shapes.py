@@ -42,7 +42,7 @@ import math
 import os
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -50,7 +50,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from results_meta import git_state, run_metadata  # noqa: E402
+from results_meta import git_state, run_metadata
 
 HEAD_DIM = 128
 SMALL_M = 128          # the decode regime of the v11 goals
@@ -279,9 +279,9 @@ def render(meta: dict, records: list[dict], skipped: int) -> str:
                      f"{fmt(r['ratio_vs_vendor'])} | {fmt(r['ratio_vs_vendor_graph'])} | "
                      f"{fmt(r['host_us_per_call'], 1)} | {fmt(r['vendor_host_us_per_call'], 1)} |")
     lines += ["", "v11 goals (issue 25), measured:", "",
-              "| dtype | M <= 128 shapes | lowest graph ratio (goal >= 1.0) | geomean graph ratio (goal >= 1.1) | "
+              ("| dtype | M <= 128 shapes | lowest graph ratio (goal >= 1.0) | geomean graph ratio (goal >= 1.1) | "
               "lowest graph v11/v10, M >= 1024 (goal >= 1.0) | lowest eager v11/v10, all shapes (goal >= 1.0) | "
-              "not correct |", "|---|---|---|---|---|---|---|"]
+              "not correct |"), "|---|---|---|---|---|---|---|"]
     for g in goals(records):
         lines.append(f"| {g['dtype']} | {g['small_m_shapes']} | {fmt(g['min_graph_ratio_small_m'])} "
                      f"({_met(g['min_graph_ratio_small_m'], 1.0)}) | {fmt(g['geomean_graph_ratio_small_m'])} "

@@ -9,7 +9,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-import llm_shapes as ls  # noqa: E402
+import llm_shapes as ls
 
 
 def test_layer_shapes_follow_the_model_configs():

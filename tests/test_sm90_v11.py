@@ -19,7 +19,7 @@ from evaluator.targets.nvidia.static import ptxas_arch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-import llm_shapes  # noqa: E402
+import llm_shapes
 
 BF16 = ROOT / "kernels" / "sm90" / "bf16" / "v11_small_m.py"
 FP8 = ROOT / "kernels" / "sm90" / "fp8" / "v11_fp8_small_m.py"

@@ -1,4 +1,54 @@
-"""v11 - DRAFT
+"""v11 - a decode path for M <= 128: operands swapped, A's box trimmed, one consumer warpgroup, split-K over all SMs.
+
+What a decode GEMM needs that v10 lacks. At M = 1 to 128 tokens the layer is C[M, N] = A[M, K] @ W[N, K]^T with
+a weight W of tens to hundreds of MiB and an A of a few hundred KiB: the time is the time to stream W from HBM
+once, so what counts is how many SMs stream it and how many bytes each keeps in flight, not tensor-core work.
+v10 handles it badly on both counts. Its tile is 128 tokens x 256 n, so at M = 16 seven eighths of every wgmma
+and of A's shared-memory box is padding; and the tile grid is one row of N / 256 tiles: at 16 x 4096 x 14336
+that is 16 tiles, split-K 4 (its cap) makes 64 CTAs, and 68 of the 132 SMs stream nothing (issue 25: v10 at
+0.39-0.78x torch.matmul under CUDA-graph replay at M = 16). What this stage adds, for M <= SMALL_M (128):
+1. Swapped operands: the kernel computes C^T = W @ A^T. W's rows fill wgmma's M side (64 per instruction, a
+   128-row tile per warpgroup) and the tokens become wgmma's N, which may be any multiple of 8 up to 256: the
+   N of the instruction is M rounded up to a power of two (at least 16), so the tensor core and the shared
+   memory hold almost only real work (`HGMMA.64x16x16` at M = 16).
+2. A's TMA box trimmed to the rows that exist (that rounded M, not 128); rows past M arrive as zeros, at no
+   memory traffic. A ring slot is W's 128 x 64 box (16 KiB) plus A's few rows, so the ring is 5 to 10 slots
+   deep within SMALL_SMEM_BYTES (up to ~180 KiB in flight per SM), enough to keep HBM busy.
+3. One consumer warpgroup (4 warps) and the producer warp: a tile's accumulator is 128 x M fp32, at most
+   128 registers per thread, and a second warpgroup would only halve the rows each one streams.
+4. Split-K sized over all SMs: S in SMALL_SPLITS (1..16, powers of two) minimizes the busiest SM's work,
+   waves x (K steps per range + the epilogue's partial traffic in K-step units), each range >= 4 K steps.
+   16 x 4096 x 14336: 32 tiles, S = 4, 128 CTAs; 1 x 6144 x 4096: 48 tiles, S = 8, 132 CTAs; 128 x 28672 x 4096:
+   224 tiles, no split. The reduction is v10's deterministic one: each unit stores its fp32 partial (as
+   [M, 128] with n contiguous, like C), a partition barrier, one gpu-scope acq_rel arrival per unit; the unit
+   that arrives last sums the S partials in the order 0..S-1 (8 tokens at a time) and writes C; counters are
+   never reset ((old + 1) % S == 0, S a power of two). Whichever unit is last, the result is bitwise the same.
+5. C written by masked stores (m < M, n < N) from a layout where each thread holds consecutive n of one token
+   (C's contiguous dimension), so no TMA store box has to be transposed or trimmed.
+Above SMALL_M the kernel, the decision table and the lean launch path are v10's, unchanged (the dispatch is one
+comparison inside `schedule`, evaluated once per geometry). SMALL_M = 0 turns the decode path off.
+
+| geometry                                  | schedule                                                      |
+|-------------------------------------------|---------------------------------------------------------------|
+| M <= SMALL_M (128)                        | decode: C^T tiles of 128 n x M (rounded up), split-K S chosen over the SMs |
+| M > SMALL_M                               | v10's table: 128 x 256 tiles, half-width tiles, or split-K 2/4 |
+
+Correctness at the edges: N and K need only be multiples of 8 (TMA strides); W's rows past N and K's tail past
+the last full 64 arrive as zeros from TMA and add nothing; the stores mask n >= N and m >= M; a K range left
+empty by the split (K steps not a multiple of S) publishes a zero partial and still arrives.
+
+What to look for in SASS: `HGMMA.64xMx16.F32.BF16` (M the rounded token count) in the consumer, two `UTMALDG` in
+the producer (W's box, A's box), no `UTMASTG`; in the split-K variant one `ATOMG.E.ADD.STRONG.GPU` after
+`MEMBAR.ALL.GPU`, the reducer's `LDG.E.128.STRONG.GPU` (ld.global.cg) partial reads, and no
+local-memory traffic (tests/test_sm90_v11.py checks these).
+
+Figures, compile-only (ptxas, sm_90a, evaluator static path): at every shape of benchmarks/llm_shapes.py --quick
+0 spills, no stack, 160-184 KiB of shared memory on the decode path (v10's 168 registers and 224 KiB above it).
+Not yet measured on a GPU: the goals (issue 25) are >= 1.0x the vendor under CUDA-graph replay at every M <= 128
+shape, geometric mean >= 1.1x there, no slower than v10 at M >= 1024, and per call no slower than v10 anywhere;
+benchmarks/llm_shapes.py --quick measures exactly these (benchmarks/results/llm_shapes.md).
+
+v10's own notes (its path is this stage's for M > 128):
 
 v10 - a lean launch path, and a schedule chosen per shape (split-K with a deterministic reduction).
 

@@ -1,4 +1,34 @@
-"""v11 FP8 - DRAFT
+"""v11 FP8 - bf16 v11's decode path (M <= 128) with e4m3 operands and per-tensor scales; v10-fp8 above it.
+
+What a decode GEMM needs that v10-fp8 lacks is what kernels/sm90/bf16/v11_small_m.py says for bf16: at M <= 128
+the time is streaming the weight once, and v10-fp8's 128 x 256 tiles leave most SMs idle and most of every wgmma
+padding (issue 25: 0.37-0.68x torch._scaled_mm under CUDA-graph replay at M = 16). For M <= SMALL_M this stage
+computes C^T = W @ A^T: W's rows fill wgmma's M side, the tokens (rounded up to a power of two, at least 16) are
+its N (`QGMMA.64xMx32.F32.E4M3.E4M3`), A's TMA box holds only those rows, one consumer warpgroup streams a ring
+of W's 128 x 128 e4m3 boxes (16 KiB, 128-byte rows) 5 to 10 slots deep, and split-K S in 1..16 (powers of two)
+is chosen so the busiest SM has the least work. Both operands are K-major in shared memory, as fp8 wgmma needs:
+W's box is the A operand as stored, A's box the B operand through a permuted view.
+
+Scales: the split-K workspace holds unscaled fp32 partials; the unit that arrives last sums them in the fixed
+order 0..S-1 and applies a_scale * b_scale once, so the result is bitwise the same whichever unit comes last;
+without a split the scale is applied to the accumulator before the bf16 conversion. Accumulation is Triton's
+Hopper default for fp8 (the tensor core's own accumulator within a wgmma chain), so the fair vendor baseline is
+torch._scaled_mm with use_fast_accum=True, as for v10-fp8.
+
+| geometry             | schedule                                                                    |
+|----------------------|-----------------------------------------------------------------------------|
+| M <= SMALL_M (128)   | decode: C^T tiles of 128 n x M (rounded up), K steps of 128, split-K over the SMs |
+| M > SMALL_M          | v10-fp8's table (128 x 256 tiles, half-width tiles, split-K 2/4), unchanged |
+
+What to look for in SASS: `QGMMA.64x16x32.F32.E4M3.E4M3` at M = 16, two `UTMALDG` in the producer, two `LDG` of the
+scales, no `UTMASTG`; in the split-K variant one `ATOMG.E.ADD.STRONG.GPU` and the reducer's `LDG.E.128.STRONG.GPU`
+reads; no local-memory traffic (tests/test_sm90_v11.py).
+
+Figures, compile-only (ptxas, sm_90a, evaluator static path): at every shape of benchmarks/llm_shapes.py --quick
+0 spills, no stack, 160-184 KiB of shared memory on the decode path. Not yet measured on a GPU; the goals and the
+command that measures them are bf16 v11's.
+
+v10-fp8's own notes (its path is this stage's for M > 128):
 
 v10 FP8 - v10's lean launch path and per-shape schedule (split-K), with e4m3 operands and per-tensor scales.
 
@@ -55,8 +85,9 @@ from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 from triton.runtime.build import compile_module_from_src
 
 STAGE = "v11-fp8"
-TECHNIQUE = ("fp8 (QGMMA) decode path for M <= 128: operands swapped (N fills wgmma's M, the tokens its N), A's box trimmed to "
-             "the rows that exist, one consumer warpgroup, deep ring, split-K sized over all SMs; v10 above")
+TECHNIQUE = ("fp8 (QGMMA) decode path for M <= 128: operands swapped (N fills wgmma's M, the tokens its N), A's "
+             "box trimmed to the rows that exist, one consumer warpgroup, deep ring, split-K sized over all SMs; "
+             "v10-fp8 above")
 TARGET = "sm90"
 DTYPE = "float8_e4m3fn"
 OUT_DTYPE = "bfloat16"
