@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from agent.evaluation import screen
 from evaluator.compile import compile_candidate
 from evaluator.contract import load_candidate
 from evaluator.policy import check_policy
@@ -132,6 +133,7 @@ def test_every_quick_benchmark_shape_compiles_within_limits(static_eval, path, s
     assert static["kernel"] == ("small_kernel" if shape[0] <= 128 else "gemm_kernel")
     assert static["spills"] == 0 and not static["hot_loop_spills"]
     assert static["shared_bytes"] <= SHARED_LIMIT
+    assert screen(record, max_spills=0) is None  # the loop's static screen (registers x threads, shared memory)
 
 
 @pytest.mark.slow
