@@ -57,8 +57,8 @@ def ladder() -> dict[str, Built]:
     return built
 
 
-def test_ladder_has_eleven_stages_in_order():
-    assert [s[:3] for s in STAGES] == [f"v{i:02d}" for i in range(11)]
+def test_ladder_has_twelve_stages_in_order():
+    assert [s[:3] for s in STAGES] == [f"v{i:02d}" for i in range(12)]
 
 
 @pytest.mark.parametrize("name", STAGES + ["fp8"])

@@ -1,0 +1,173 @@
+"""The v11 sm90 stages (decode path for M <= 128): decision table, what the compiler made of every schedule at the
+LLM benchmark shapes, the policy, and (on an H200) correctness and bitwise reproducibility of split-K."""
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from agent.evaluation import screen
+from evaluator.compile import compile_candidate
+from evaluator.contract import load_candidate
+from evaluator.policy import check_policy
+from evaluator.runtime import correctness as corr
+from evaluator.targets import get_target
+from evaluator.targets.nvidia import sass
+from evaluator.targets.nvidia.static import ptxas_arch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import llm_shapes
+
+BF16 = ROOT / "kernels" / "sm90" / "bf16" / "v11_small_m.py"
+FP8 = ROOT / "kernels" / "sm90" / "fp8" / "v11_fp8_small_m.py"
+V10 = {BF16: ROOT / "kernels" / "sm90" / "bf16" / "v10_split_k.py",
+       FP8: ROOT / "kernels" / "sm90" / "fp8" / "v10_fp8_split_k.py"}
+SMS = 132
+SHARED_LIMIT = 227 * 1024
+TABLE_KNOBS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "NUM_STAGES", "EPILOGUE_SPLIT", "FIT_GRID", "SPLIT_K",
+               "MIN_SPLIT_STEPS")
+SMALL_KNOBS = ("SMALL_M", "SMALL_BLOCK_N", "SMALL_SPLIT_K", "SMALL_MIN_SPLIT_STEPS")
+
+
+def table(path: Path, shape, **overrides):
+    module, spec = load_candidate(path)
+    knobs = {**spec.knobs, **overrides}
+    extra = (knobs[n] for n in SMALL_KNOBS) if "SMALL_M" in knobs else ()
+    return module.schedule(*shape, SMS, *(knobs[n] for n in TABLE_KNOBS), *extra)
+
+
+@pytest.mark.parametrize("path", [BF16, FP8], ids=["bf16", "fp8"])
+def test_decode_rows_of_the_decision_table(path):
+    module, _ = load_candidate(path)
+    issue = table(path, (16, 4096, 14336))   # 32 tiles of 128 n: split 4 fills 128 SMs
+    assert issue.swap_ab and issue.block_m == 16 and issue.split_k == 4 and issue.grid == 128
+    one = table(path, (1, 6144, 4096))       # 48 tiles: split 8 gives 3 waves of 8 steps
+    assert one.block_m == 16 and one.split_k == 8 and one.grid == SMS
+    wide = table(path, (128, 28672, 4096))   # 224 tiles already fill the SMs twice: no split
+    assert wide.block_m == 128 and wide.split_k == 1
+    assert [module.small_block_m(m) for m in (1, 16, 17, 64, 65, 128)] == [16, 16, 32, 64, 128, 128]
+    for m in (1, 16, 32, 64, 128):           # the ring and the epilogue scratch stay in shared memory
+        s = table(path, (m, 8192, 8192))
+        stage_bytes = (s.block_n + s.block_m) * module.KNOBS["BLOCK_K"] * module.ELEMENT_BYTES
+        assert 4 <= s.num_stages <= module.MAX_SMALL_STAGES
+        assert s.num_stages * stage_bytes + s.block_n * s.block_m * 2 <= module.SMALL_SMEM_BYTES < SHARED_LIMIT
+    assert table(path, (16, 4096, 14336), SMALL_SPLIT_K=16).split_k == 16
+    assert table(path, (16, 1024, 256), SMALL_SPLIT_K=16).split_k == 1   # fewer K steps than ranges
+    assert table(path, (16, 4096, 14336), SMALL_M=0).swap_ab is False    # the decode path off: v10's table
+
+
+@pytest.mark.parametrize("path", [BF16, FP8], ids=["bf16", "fp8"])
+def test_above_small_m_the_table_is_v10s(path):
+    v10, _ = load_candidate(V10[path])
+    v10_knobs = load_candidate(V10[path])[1].knobs
+    for shape in [(129, 8192, 8192), (256, 8192, 8192), (512, 1024, 16384), (1024, 28672, 4096), (8192, 8192, 8192)]:
+        ours = table(path, shape)
+        theirs = v10.schedule(*shape, SMS, *(v10_knobs[n] for n in TABLE_KNOBS))
+        assert not ours.swap_ab and (ours.block_n, ours.num_stages, ours.epilogue_split, ours.split_k, ours.grid) == (
+            theirs.block_n, theirs.num_stages, theirs.epilogue_split, theirs.split_k, theirs.grid), shape
+
+
+def test_split_choice_balances_waves_and_keeps_steps_per_range():
+    module, _ = load_candidate(BF16)
+    assert module.small_split(32, 64, SMS, 4, 1) == 4      # 128 units, one wave of 16 steps
+    assert module.small_split(112, 64, SMS, 4, 1) == 8     # 7 waves of 8 + 1 beat one wave of 64
+    assert module.small_split(224, 64, SMS, 4, 4) == 1     # a heavy epilogue: the second wave is cheaper
+    assert module.small_split(8, 8, SMS, 4, 1) == 2        # 8 K steps: at most 2 ranges of 4
+    assert all(module.small_split(t, k, SMS, 4, 2) in module.SMALL_SPLITS for t in range(1, 300, 7)
+               for k in (4, 33, 64, 448))
+
+
+@pytest.mark.parametrize("path", [BF16, FP8], ids=["bf16", "fp8"])
+def test_v11_passes_the_candidate_policy(path):
+    assert check_policy(path) == []
+
+
+def built(path: Path, shape, **knobs):
+    module, spec = load_candidate(path)
+    (kernel,) = compile_candidate(module, spec, get_target("sm90"), shape=shape, knobs=knobs or None)
+    text = sass.disassemble(kernel.asm["cubin"])
+    return kernel, text, sass.ptxas_resource_usage(kernel.asm["ptx"], ptxas_arch(get_target("sm90")))
+
+
+def count(text: str, prefix: str) -> int:
+    return len(re.findall(rf"^\s+/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?{re.escape(prefix)}", text, re.MULTILINE))
+
+
+MMA = {BF16: "HGMMA.64x{n}x16.F32.BF16", FP8: "QGMMA.64x{n}x32.F32.E4M3.E4M3"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", [BF16, FP8], ids=["bf16", "fp8"])
+def test_split_k_decode_kernel_swaps_operands_and_reduces_once(path):
+    kernel, text, usage = built(path, (16, 4096, 14336))
+    assert kernel.name == "small_kernel" and kernel.grid == (128, 1, 1)
+    assert count(text, MMA[path].format(n=16)) > 0                        # the 16 tokens are wgmma's N
+    assert count(text, "UTMALDG") == 2                                     # B's rows and A's trimmed box
+    assert count(text, "ATOMG.E.ADD.STRONG.GPU") == 1 and count(text, "MEMBAR.ALL.GPU") >= 1
+    assert count(text, "LDG.E.128.STRONG.GPU") > 0                         # the reducer's .cg partial reads
+    assert count(text, "UTMASTG") == 0                                     # C goes out by masked stores
+    assert usage.spill_store_bytes == 0 and usage.stack_frame_bytes == 0 and count(text, "LDL") == 0
+    assert kernel.shared_bytes <= SHARED_LIMIT
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", [BF16, FP8], ids=["bf16", "fp8"])
+def test_unsplit_decode_kernel_has_no_reduction(path):
+    kernel, text, usage = built(path, (128, 28672, 4096))
+    assert kernel.name == "small_kernel" and kernel.grid == (SMS, 1, 1)
+    assert count(text, MMA[path].format(n=128)) > 0 and count(text, "ATOMG") == 0
+    assert usage.spill_store_bytes == 0 and kernel.shared_bytes <= SHARED_LIMIT
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", [BF16, FP8], ids=["bf16", "fp8"])
+@pytest.mark.parametrize("shape", [s.mnk for s in llm_shapes.quick_shapes()], ids=lambda s: "x".join(map(str, s)))
+def test_every_quick_benchmark_shape_compiles_within_limits(static_eval, path, shape):
+    record = static_eval(str(path), None, shape, ())
+    assert record["status"] == "ok", record.get("message")
+    static = record["static"]
+    assert static["kernel"] == ("small_kernel" if shape[0] <= 128 else "gemm_kernel")
+    assert static["spills"] == 0 and not static["hot_loop_spills"]
+    assert static["shared_bytes"] <= SHARED_LIMIT
+    assert screen(record, max_spills=0) is None  # the loop's static screen (registers x threads, shared memory)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", [BF16, FP8], ids=["bf16", "fp8"])
+@pytest.mark.parametrize("knobs", [{"SMALL_SPLIT_K": 16}, {"SMALL_BLOCK_N": 64}, {"SMALL_SPLIT_K": 1}],
+                         ids=["split16", "block_n64", "split1"])
+def test_forced_decode_schedules_compile_at_the_edge_shape(static_eval, path, knobs):
+    record = static_eval(str(path), None, (7, 1016, 1008), tuple(sorted(knobs.items())))
+    assert record["status"] == "ok", record.get("message")
+    assert record["static"]["spills"] == 0 and record["static"]["shared_bytes"] <= SHARED_LIMIT
+
+
+def has_sm90() -> bool:
+    return torch.cuda.is_available() and not torch.version.hip and torch.cuda.get_device_capability(0) == (9, 0)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not has_sm90(), reason="needs an sm90 GPU")
+@pytest.mark.parametrize("path", [BF16, FP8], ids=["bf16", "fp8"])
+@pytest.mark.parametrize("shape,knobs", [
+    ((1, 6144, 4096), {}), ((7, 1016, 1008), {}), ((7, 1016, 1008), {"SMALL_SPLIT_K": 16}),
+    ((7, 1016, 1008), {"SMALL_BLOCK_N": 64}), ((16, 4096, 14336), {}), ((16, 4096, 14336), {"SMALL_SPLIT_K": 1}),
+    ((100, 4104, 14336), {}), ((128, 28672, 4096), {}), ((128, 28672, 4096), {"SMALL_SPLIT_K": 4}),
+    ((129, 1016, 1008), {}), ((1000, 1016, 1008), {})])
+def test_v11_is_correct_and_bitwise_reproducible(path, shape, knobs):
+    module, spec = load_candidate(path)
+    device = torch.device("cuda")
+    args = corr.make_arguments(spec, shape, device, corr.generator_for(device, 11))
+    outs = []
+    for _ in range(3):
+        corr.poison(args["c"])
+        module.launch(**args, **{**spec.knobs, **knobs})
+        torch.cuda.synchronize()
+        outs.append(args["c"].clone())
+    check = corr.judge_output(args, spec, shape)
+    assert check.ok, check.describe()
+    assert all(torch.equal(outs[0], o) for o in outs[1:])
