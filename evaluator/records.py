@@ -153,6 +153,12 @@ class EvaluationRecord:
     dumped: list[str] | None = None
     config: dict | None = None       # an autotuned foreign kernel's config this record compiled
     job_seconds: float | None = None  # wall time of the agent executor's job that produced the record
+    entry: str | None = None         # a foreign file's host function (`--entry`)
+    args: list[str] | None = None    # its `--arg` texts
+    entry_note: str | None = None    # how the entry was chosen (guessed, from a manifest)
+    import_paths: list[str] | None = None  # `--path` folders the foreign file's imports were looked up in
+    env: dict | None = None          # `--env` variables the foreign file ran with
+    label: str | None = None         # batch mode: the file's path relative to the batch root
     objective: dict | None = None    # a run's problem: the static estimate at each objective shape and their mean
     shape_class: dict | None = None  # a run's problem: the kernel's SHAPE_MULTIPLE and whether the problem fits
     undocumented: dict[str, Any] = field(default_factory=dict)
