@@ -19,8 +19,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from evaluator.batch import ScoreOptions, plan_batch, run_batch  # noqa: E402
-from evaluator.report import batch_registers  # noqa: E402
+from evaluator.batch import ScoreOptions, plan_batch, run_batch
+from evaluator.report import batch_registers
 
 MANIFEST = ROOT / "benchmarks" / "foreign_tutorials" / "nearpeak-manifest.toml"
 RESULTS = ROOT / "benchmarks" / "results"
@@ -52,7 +52,8 @@ def main() -> int:
             "estimated_tflops": st.get("estimated_tflops"), "estimated_loop_efficiency": st.get("estimated_efficiency"),
         })
     scored = sum(r["status"] == "ok" for r in rows)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                            check=False).stdout
     command = (f"python benchmarks/foreign_tutorials.py --tutorials {args.tutorials} --jobs {args.jobs}  (= nearpeak eval "
                f"{' '.join(folders)} --manifest {MANIFEST.relative_to(ROOT)} --jobs {args.jobs})")
     summary = {"command": command, "project_commit": commit.strip(), "triton": records[0].get("triton_version"),
@@ -62,11 +63,11 @@ def main() -> int:
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "foreign_tutorials.json").write_text(json.dumps(summary, indent=1) + "\n")
     lines = [f"# Public GEMM tutorials scored as stored ({scored} of {len(rows)} scored)", "",
-             f"Command: `{command}`; project commit {summary['project_commit']}, Triton {summary['triton']}, CPU "
+             (f"Command: `{command}`; project commit {summary['project_commit']}, Triton {summary['triton']}, CPU "
              f"only, {summary['wall_s']} s. Registers, spills, occupancy: compiler output. est. TFLOP/s and loop "
-             "efficiency (matrix-unit busy fraction of one CTA's hot-loop iteration): STATIC ESTIMATE.", "",
-             "| file | repo | commit | status | line: reason | kernel | registers/thread | spills | est. TFLOP/s | "
-             "est. loop eff. |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "efficiency (matrix-unit busy fraction of one CTA's hot-loop iteration): STATIC ESTIMATE."), "",
+             ("| file | repo | commit | status | line: reason | kernel | registers/thread | spills | est. TFLOP/s | "
+             "est. loop eff. |"), "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         why = "" if r["status"] == "ok" else f"{r['line'] or '-'}: {r['reason']}".replace("|", "\\|")
         eff = f"{100 * r['estimated_loop_efficiency']:.1f}%" if r["estimated_loop_efficiency"] is not None else ""
