@@ -392,11 +392,12 @@ def _compare_at(cand_mod, inc_mod, cand_spec, inc_spec, shape, request: EvalRequ
         return inc_launch(**{**sets[i % count], "c": inc_out[i % count]}, **inc_knobs)
 
     if request.timing == "graph":
-        cand_graph = timing.capture_graph(cand, device, request.ab_calls)
-        inc_graph = timing.capture_graph(inc, device, request.ab_calls)
+        calls = max(request.ab_calls, count)  # every input set written by each replay: all are re-checked
+        cand_graph = timing.capture_graph(cand, device, calls)
+        inc_graph = timing.capture_graph(inc, device, calls)
         for out in [s["c"] for s in sets] + inc_out:  # what the eager warm-ups wrote must not pass for the replays'
             corr.poison(out)
-        result = timing.compare_graphs(cand_graph, inc_graph, request.ab_calls, device, rounds=request.ab_rounds,
+        result = timing.compare_graphs(cand_graph, inc_graph, calls, device, rounds=request.ab_rounds,
                                        min_gain=request.min_gain, seed=seed)
         replay_check = _provenance_check(trace, cand_graph.replay)
         replay_check["name"] = "provenance_graph_replay"
