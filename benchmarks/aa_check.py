@@ -117,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
                               "host_us_per_call": result.get("host_us_per_call"),
                               "gpu_us_per_call": result.get("gpu_us_per_call"),
                               "samples": result.get("samples"),
+                              "candidate_status": result.get("candidate_status"),
                               "device": result.get("device"), "error": result.get("error"),
                               "message": result.get("message"), "wall_s": round(time.monotonic() - started, 2),
                               "commit": report["meta"]["git"]["commit"]}
