@@ -166,7 +166,7 @@ def test_beam_run_keeps_the_best_lineage_on_main_and_the_rest_on_population_refs
     step2 = entries["2.2"]
     assert step2.trailers["Parent"] == entries["1.2"].sha
     judged = [line for line in lines if "candidate 2 c: passed" in line and "[step 2/" in line]
-    assert judged and judged[0].endswith("; parent 1.2]")
+    assert judged and judged[0].endswith("; parent: step 1.2]")
     assert "accepted 2.2; promoted candidate 2 to main" in "\n".join(lines)
     # every commit's parent is the kernel it was proposed from
     assert entries["2.1"].parent == entries["1.1"].sha and entries["3.1"].parent == entries["2.2"].sha
