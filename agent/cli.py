@@ -27,6 +27,7 @@ from .progress import Progress
 from .proposers import TUNE_CACHE
 from .proposers.factory import ProposerSetupError, make_proposer
 from .proposers.llm import DEFAULT_MODEL
+from .proposers.manual import DEFAULT_REPLY_WAIT_S, ManualSettings, prompt_folder
 from .proposers.tune import TuneCache
 from .reading import format_table, history, history_json, lineage, run_config, show, tree, verify
 from .report import PLOT_EXTRA, draw, html_report, plot_available
@@ -37,6 +38,14 @@ from .source import declaration
 
 def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
+
+
+def _terminal_input() -> bool:
+    """Whether standard input is a terminal a person can paste replies into."""
+    try:
+        return bool(sys.stdin) and sys.stdin.isatty()
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def _positive_int(text: str) -> int:
@@ -72,9 +81,10 @@ def register(subparsers) -> None:
     run.add_argument("--from", dest="from_file", metavar="KERNEL_FILE",
                      help="starting kernel (contract file; default: stage v00 of the target's ladder, "
                           f"{DEFAULT_TARGET} if no target is given)")
-    run.add_argument("--proposer", choices=("llm", "ladder", "tune"),
+    run.add_argument("--proposer", choices=("llm", "manual", "ladder", "tune"),
                      help="where candidates come from (default: llm when an endpoint is configured through "
-                          "OPENAI_API_KEY, OPENAI_BASE_URL or --base-url, else ladder)")
+                          "OPENAI_API_KEY, OPENAI_BASE_URL or --base-url, else ladder); manual: the llm prompts as "
+                          "files under RUN/prompts/, each answered by a reply file next to it (or pasted on a terminal)")
     run.add_argument("--steps", type=_positive_int, help="steps to run (default 3; with --resume: the new total)")
     run.add_argument("--candidates", type=_positive_int, default=1, help="candidates per step (default 1)")
     run.add_argument("--model", help=f"LLM model name (default: $OPENAI_MODEL or {DEFAULT_MODEL})")
@@ -113,6 +123,10 @@ def register(subparsers) -> None:
     run.add_argument("--max-idle-steps", type=_positive_int, default=3,
                      help="stop (exit 5) after this many consecutive steps without a usable LLM reply, counted "
                           "across --resume (default 3)")
+    run.add_argument("--reply-wait", type=_non_negative(float), metavar="SECONDS",
+                     help=f"manual proposer: how long to wait for missing reply files (default {DEFAULT_REPLY_WAIT_S:g}; "
+                          "no limit on a terminal); 0 writes the prompts and stops at once; a run that stops waiting "
+                          "exits 6 and prints its --resume command")
     run.add_argument("--ladder-dir", help="ladder of reference stages (default: kernels/<target>/<dtype>)")
     run.add_argument("--strategy", choices=STRATEGIES,
                      help="search: one incumbent (greedy) or a population of --beam kernels (default: beam when "
@@ -246,7 +260,9 @@ def cmd_run(args) -> int:
     try:
         root = ledger.main_line()[0].sha
         dtype = declaration(ledger.read(root, KERNEL).decode(), "DTYPE")
-        proposer = make_proposer(config, ledger.path.parent, dtype, progress, idle_steps_so_far(ledger))
+        manual = ManualSettings(prompt_folder(ledger.path), args.reply_wait,
+                                interactive=_terminal_input() and not args.json)
+        proposer = make_proposer(config, ledger.path.parent, dtype, progress, idle_steps_so_far(ledger), manual)
         budget = Budget(max_tokens=config.max_tokens, max_wall=config.max_wall)
         executor = _executor(args, config, ledger)
         progress(f"{config.strategy} search; evaluations on {executor.description}")

@@ -20,6 +20,7 @@ the budget or breaks the policy is rejected without spending GPU time.
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -169,6 +170,18 @@ def objective_statics(record: dict) -> tuple[list[dict], list[float]]:
     objective = record.get("objective") or {}
     statics = [record.get("static") or {}] + list(objective.get("extra_static") or [])
     return statics, list(objective.get("weights") or [1.0])[:len(statics)]
+
+
+def compiled_digest(record: dict) -> str | None:
+    """The compiled kernels' identity over every objective shape of the run (compiler output): two candidates
+    with the same digest run the same machine code at every shape the run times, so one evaluation serves both."""
+    statics, _ = objective_statics(record)
+    digests = [s.get("compiled_sha256") for s in statics]
+    if not all(digests):
+        return None
+    if len(digests) == 1:
+        return digests[0]
+    return hashlib.sha256("+".join(digests).encode()).hexdigest()
 
 
 def objective_speedup(candidate: dict, incumbent: dict) -> StaticSpeedup:

@@ -37,6 +37,7 @@ PROPOSALS = "refs/proposals/"   # candidates received but not yet judged (kept a
 POPULATION = "refs/population/"
 RETIRED = "refs/retired/"
 SCRATCH = ".work"        # per-run scratch space for candidate files under evaluation; never committed
+PROMPTS = "prompts"      # the manual proposer's prompt and reply files; kept, never committed
 _LOCK_NAME = "nearpeak.lock"
 _GIT_ERRORS = (git.GitCommandError, git.InvalidGitRepositoryError, git.NoSuchPathError, ValueError)
 
@@ -149,7 +150,7 @@ class Ledger:
         except _GIT_ERRORS as exc:
             raise LedgerError(f"cannot create a git repository at {path}: {exc}") from None
         (path / ".git" / "info").mkdir(exist_ok=True)
-        (path / ".git" / "info" / "exclude").write_text(f"/{SCRATCH}/\n")
+        (path / ".git" / "info" / "exclude").write_text(f"/{SCRATCH}/\n/{PROMPTS}/\n")
         ledger = cls(path)
         ledger.lock()
         ledger.commit(files, message, parent=None, ref=MAIN, author=author)

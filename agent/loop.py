@@ -30,9 +30,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .config import RunConfig
-from .evaluation import MEASURED, Judgement, judge_measured, judge_static, screen, with_shape_note
+from .evaluation import MEASURED, Judgement, compiled_digest, judge_measured, judge_static, screen, with_shape_note
 from .executors import Executor, Job, MeasuredResult
 from .figures import commit_message, headline, trailers
+from .ideas import Plan, TriedIdea
 from .ledger import (
     MAIN,
     POPULATION,
@@ -47,7 +48,18 @@ from .ledger import (
     retired_ref,
 )
 from .progress import Progress
-from .proposers import Attempt, Candidate, FailedProposal, Outcome, ProposalContext, Proposer, ProposerStopped
+from .proposers import (
+    Attempt,
+    AwaitingReplies,
+    Candidate,
+    FailedProposal,
+    Outcome,
+    PlanRequest,
+    ProposalContext,
+    Proposer,
+    ProposerStopped,
+)
+from .proposers.llm_client import EndpointUnreachable
 from .proposers.tune import TuneCache, knob_candidates, record_outcome
 from .search import GREEDY, Member, Search, chained_merit, ranked, static_merit
 from .source import compact_diff, sha256
@@ -57,6 +69,8 @@ ACCEPTED, PASSED, REJECTED, FAILED, BASELINE = "accepted", "passed", "rejected",
 PROPOSED = "proposed"
 PENDING_STATUS = "pending"      # evaluation.json of a received, not yet judged candidate
 IDLE_STEPS_TRAILER = "LLM-Idle-Steps"  # on a step's last LLM proposal: steps in a row without a usable reply
+COMPILED_TRAILER = "Compiled-Sha256"   # the static record's compiled_sha256: duplicates are found with it
+CARRIED = ("plan", "idea", "plan_request")   # step.json keys a proposal's judged commit keeps
 
 
 def dump(data: dict) -> bytes:
@@ -102,6 +116,8 @@ class Planned:
     waiting_ref: str                   # its refs/proposals/ ref, replaced by the judged commit
     variant_of: int | None = None      # the candidate whose knob setting this is (--tune-budget)
     duplicate: bool = False            # the same source was evaluated (or received) before: not re-evaluated
+    duplicate_of: str = ""             # the step.candidate label of the source it repeats
+    carried: dict = field(default_factory=dict)   # step.json keys of the proposal kept when it is judged
 
 
 @dataclass
@@ -109,6 +125,15 @@ class Result:
     record: dict
     judgement: Judgement
     seconds: dict = field(default_factory=dict)
+    duplicate_of: str = ""     # the step.candidate label whose compiled kernels this candidate's equal
+
+
+@dataclass
+class StepPlan:
+    """The step's plan as the loop holds it: `recorded` once a commit of the step carries the planning request."""
+
+    plan: Plan
+    recorded: bool
 
 
 class Optimizer:
@@ -128,6 +153,8 @@ class Optimizer:
         self.started = time.monotonic()
         self.run_file = ledger.read(ledger.main_line()[0].sha, RUN)   # run.json, the same in every commit
         self._merits: dict[str, float] = {}
+        self._compiled: dict[str, str] = {}    # compiled_sha256 -> first evaluation (step.candidate) of the run
+        self._judging = 0                      # the step whose candidates are being judged
 
     # -- reading the ledger ------------------------------------------------------------------------------
 
@@ -165,9 +192,11 @@ class Optimizer:
         return self.search.population(self.accepted(), self.ledger.resolve(MAIN))
 
     def tokens_spent(self) -> int:
-        return sum(int(e.trailers.get("Tokens", "0") or 0) for e in self.ledger.entries() + self.ledger.proposals())
+        return sum(int(e.trailers.get(key, "0") or 0) for e in self.ledger.entries() + self.ledger.proposals()
+                   for key in ("Tokens", "Plan-Tokens"))
 
-    def _context(self, step: int, count: int, parent: Parent) -> ProposalContext:
+    def _context(self, step: int, count: int, parent: Parent, slots: tuple[int, ...] = (),
+                 plan: Plan | None = None) -> ProposalContext:
         entries = self.ledger.entries()
         waiting = self.ledger.proposals()   # received, not yet judged: in the history as "proposed"
         history = tuple(Attempt(step=e.step, candidate=e.candidate, verdict=e.verdict,
@@ -181,7 +210,8 @@ class Optimizer:
         tried = frozenset(e.trailers.get("Kernel-Sha256", "") for e in entries + waiting)
         return ProposalContext(target=self.config.target, step=step, count=count,
                                incumbent_source=parent.source, incumbent_record=parent.record,
-                               last_record=last_record, last_source=last_source, history=history, tried=tried)
+                               last_record=last_record, last_source=last_source, history=history, tried=tried,
+                               slots=slots, slots_total=self.config.candidates, plan=plan)
 
     def _diff(self, entry: Entry) -> str:
         """What an evaluated candidate changed in the incumbent it was judged against."""
@@ -229,7 +259,7 @@ class Optimizer:
             try:
                 outcome = self.run_step(step)
             except ProposerStopped as exc:
-                result.stop_reason, result.exit_code = str(exc), exc.exit_code
+                result.stop_reason, result.exit_code = str(exc) + self._resume_hint(exc), exc.exit_code
                 break
             if outcome is not None:
                 result.stop_reason = outcome
@@ -238,6 +268,15 @@ class Optimizer:
             step += 1
         shutil.rmtree(self.scratch, ignore_errors=True)
         return result
+
+    def _resume_hint(self, exc: ProposerStopped) -> str:
+        """Where the run is and how to continue it, for a stop that a later invocation can get past."""
+        if isinstance(exc, AwaitingReplies):
+            return f"; once they are written, continue with: nearpeak run --resume {self.ledger.path}"
+        if isinstance(exc, EndpointUnreachable):
+            return (f"; the run is kept at {self.ledger.path}: continue it with nearpeak run --resume "
+                    f"{self.ledger.path} --base-url URL")
+        return ""
 
     def run_step(self, step: int) -> str | None:
         """Do (or finish) one step; returns a stop reason when the run cannot go on.
@@ -276,32 +315,38 @@ class Optimizer:
 
     def _receive(self, step: int, population: list[Member], need: int, first: int) -> int:
         """Ask for `need` children spread over parents drawn from the population and commit each proposal (and
-        its knob settings) the moment it arrives; returns how many proposals arrived."""
+        its knob settings) the moment it arrives; returns how many proposals arrived. With K > 1 and a proposer
+        that plans, the step's plan comes first (or is read back from a proposal already committed)."""
         tag = f"[step {step}/{self.config.steps}]"
         numbers = iter(range(first, first + 10 ** 6))
         seen = {e.trailers.get("Kernel-Sha256", "") for e in self.ledger.entries() + self.ledger.proposals()}
         wanted = {m.sha: 0 for m in population}
         for m in self.search.parents(population, step, need):
             wanted[m.sha] += 1
+        slots = self._free_slots(step)
+        step_plan = self._step_plan(step, population)
         received = carry = 0
         for rank, member in enumerate(population, start=1):  # best first; what one cannot fill passes on
             ask = wanted[member.sha] + carry
             if ask == 0:
                 continue
             parent = self._parent(member, rank)
-            self.progress(f"{tag} asking {self.proposer.name} for {ask} candidate(s) from {member.label} "
-                          f"(rank {rank})")
+            mine = tuple(next(slots) for _ in range(ask))
+            self.progress(f"{tag} asking {self.proposer.name} for {ask} candidate(s) from "
+                          f"{kernel_name(member.label)}" + (f" (rank {rank} of {len(population)} in the population)"
+                                                            if len(population) > 1 else ""))
             got = 0
-            for proposal in self.proposer.propose(self._context(step, ask, parent)):
+            context = self._context(step, ask, parent, mine, step_plan.plan if step_plan else None)
+            for proposal in self.proposer.propose(context):
                 if got == ask:
                     break
                 got += 1
                 number = next(numbers)
                 if isinstance(proposal, FailedProposal):
-                    self._commit_failure(step, number, proposal, parent)
+                    self._commit_failure(step, number, proposal, parent, step_plan)
                     self.progress(f"{tag} candidate {number}: {FAILED}: {proposal.reason}")
                     continue
-                self._commit_proposal(step, number, proposal, parent, None)
+                self._commit_proposal(step, number, proposal, parent, None, step_plan)
                 self.progress(f"{tag} candidate {number} received: {proposal.title}")
                 seen.add(sha256(proposal.source))
                 if self.proposer.name == "tune":
@@ -313,6 +358,67 @@ class Optimizer:
             carry = ask - got
         return received
 
+    def _step_entries(self, step: int) -> list[Entry]:
+        return [e for e in self.ledger.entries() + self.ledger.proposals() if e.step == step]
+
+    def _free_slots(self, step: int):
+        """The step's request numbers not yet used by a committed proposal (a resumed step asks only for the
+        lost ones, under their own numbers: the manual proposer's files are named by them)."""
+        used = {(self._json(e.sha, STEP).get("proposal") or {}).get("request")
+                for e in self._step_entries(step) if "Variant-Of" not in e.trailers}
+        n = 0
+        while True:
+            n += 1
+            if n not in used:
+                yield n
+
+    def _step_plan(self, step: int, population: list[Member]) -> StepPlan | None:
+        """The step's ideas: read back from a commit of the step, else asked for once (K > 1 only)."""
+        planner = getattr(self.proposer, "plan", None)
+        if self.config.candidates < 2 or planner is None:
+            return None
+        for entry in self._step_entries(step):
+            kept = self._json(entry.sha, STEP).get("plan")
+            if kept is not None:
+                return StepPlan(Plan.from_dict(kept), recorded=True)
+        best = self._parent(population[0], 1)
+        tag = f"[step {step}/{self.config.steps}]"
+        self.progress(f"{tag} asking {self.proposer.name} for a plan of {self.config.candidates} distinct ideas "
+                      f"(evidence of {kernel_name(best.member.label)})")
+        plan = planner(PlanRequest(self._context(step, self.config.candidates, best), self.config.candidates,
+                                   self._tried_ideas(step)))
+        if plan.ideas:
+            self.progress(f"{tag} plan: " + "; ".join(i.label for i in plan.ideas))
+        else:
+            self.progress(f"{tag} no plan ({plan.cause}): the requests choose their own ideas")
+        return StepPlan(plan, recorded=False)
+
+    def _tried_ideas(self, step: int) -> tuple[TriedIdea, ...]:
+        tried = []
+        for entry in self.ledger.entries() + self.ledger.proposals():
+            idea = self._json(entry.sha, STEP).get("idea") if 0 < entry.step < step else None
+            if idea:
+                tried.append(TriedIdea(entry.step, entry.candidate, idea.get("title", ""), entry.verdict,
+                                       entry.trailers.get("Reason", "")[:160]))
+        return tuple(sorted(tried, key=lambda t: (t.step, t.candidate)))
+
+    def _plan_fields(self, step_plan: StepPlan | None, meta: dict) -> tuple[dict, dict[str, str]]:
+        """The step.json keys (plan, the candidate's idea, once the planning request) and the files (once the
+        planning prompt and reply) a proposal of a planned step carries."""
+        if step_plan is None:
+            return {}, {}
+        plan = step_plan.plan
+        fields: dict = {"plan": plan.to_dict()}
+        idea = plan.idea(meta.get("request", 0)) if plan.status == "ok" else None
+        if idea is not None:
+            fields["idea"] = idea.to_dict()
+        files: dict[str, str] = {}
+        if not step_plan.recorded:
+            fields["plan_request"] = plan.meta
+            files = dict(plan.artifacts)
+            step_plan.recorded = True
+        return fields, files
+
     def _variants(self, source: str, count: int, seen: set[str]) -> list[Candidate]:
         if count <= 0 or self.tune_cache is None:
             return []
@@ -320,7 +426,9 @@ class Optimizer:
 
     def _waiting(self, waiting: list[Entry]) -> list[Planned]:
         """The step's received candidates, in order, with their parents; repeats of a source are marked."""
-        seen = {e.trailers.get("Kernel-Sha256", "") for e in self.ledger.entries()}
+        seen = {}
+        for e in self.ledger.entries():
+            seen.setdefault(e.trailers.get("Kernel-Sha256", ""), f"{e.step}.{e.candidate}")
         members = {e.sha: e for e in self.ledger.main_line() + self.ledger.off_main()}
         parents: dict[str, Parent] = {}
         planned = []
@@ -337,9 +445,10 @@ class Optimizer:
                                   title=step_data.get("title", ""), meta=step_data.get("proposal") or {},
                                   artifacts={k: v.decode() for k, v in files.items()})
             digest = sha256(source)
+            carried = {k: step_data[k] for k in CARRIED if k in step_data}
             planned.append(Planned(entry.candidate, candidate, parents[entry.parent], entry.ref,
-                                   step_data.get("variant_of"), digest in seen))
-            seen.add(digest)
+                                   step_data.get("variant_of"), digest in seen, seen.get(digest, ""), carried))
+            seen.setdefault(digest, f"{entry.step}.{entry.candidate}")
         return planned
 
     # -- evaluating --------------------------------------------------------------------------------------
@@ -360,6 +469,7 @@ class Optimizer:
         by_number = {item.number: item for item in planned}
         committed = 0
         stop = self.budget_stop(tokens=False)
+        self._compiled, self._judging = self._compiled_so_far(), step
         for item in planned:
             started[item.number] = time.monotonic()
             if item.duplicate:
@@ -402,13 +512,32 @@ class Optimizer:
                 commit_ready()
         return stop if dropped else None  # a step that finished counts as run, whatever the budget says now
 
+    def _compiled_so_far(self) -> dict[str, str]:
+        """compiled_sha256 -> the step.candidate label of the first evaluation of the run that compiled to it."""
+        compiled: dict[str, str] = {}
+        for e in self.ledger.entries():
+            digest = e.trailers.get(COMPILED_TRAILER, "")
+            if digest and "Duplicate-Of" not in e.trailers:
+                compiled.setdefault(digest, f"{e.step}.{e.candidate}")
+        return compiled
+
     def _phase_done(self, item: Planned, phase: str, future: Future, go_on: bool) -> Result | Future | None:
         """Judge a finished phase, or hand a candidate that passed its static screen to a GPU worker (None: the
-        budget ran out before it could be measured)."""
+        budget ran out before it could be measured). A candidate whose compiled kernels equal those of a kernel
+        evaluated before in the run (the incumbent included) or of a sibling already claimed is a duplicate:
+        rejected as such, before any GPU time."""
         if phase == "static":
             record = self._outcome(future)
-            reason = screen(record, self.config.max_spills)
             seconds = {"static": record.get("job_seconds")}
+            digest = compiled_digest(record)
+            if digest and digest in self._compiled:
+                label = self._compiled[digest]
+                reason = (f"duplicate of {duplicate_name(label)}: the same compiled kernels (compiled_sha256 "
+                          f"{digest[:12]}); not evaluated again")
+                return Result(normalize_record(record), Judgement(False, reason, (), False), seconds, label)
+            if digest:
+                self._compiled[digest] = f"{self._judging}.{item.number}"
+            reason = screen(record, self.config.max_spills)
             if reason is not None:
                 return Result(normalize_record(record), Judgement(False, reason, (), True), seconds)
             if self.config.mode != MEASURED:
@@ -448,8 +577,10 @@ class Optimizer:
         if item.duplicate or result is None:
             original = self._find_source(proposal.source)
             record = self._json(original.sha, RECORD) if original else {}
-            where = f"step {original.step}.{original.candidate}" if original else "an earlier candidate"
-            result = Result(record, Judgement(False, f"duplicate of {where}; not re-evaluated", (), False))
+            label = f"{original.step}.{original.candidate}" if original else item.duplicate_of
+            where = duplicate_name(label) if label else "an earlier candidate"
+            result = Result(record, Judgement(False, f"duplicate of {where}: the same source; not re-evaluated",
+                                              (), False), duplicate_of=label)
         verdict = PASSED if result.judgement.passed else REJECTED
         self._commit_candidate(step, item, result, verdict, elapsed)
         outcome = Outcome(verdict, result.judgement.reason, result.record, result.judgement.screened_out)
@@ -459,7 +590,7 @@ class Optimizer:
             elif self.tune_cache is not None:
                 record_outcome(self.tune_cache, proposal, outcome)
         self.progress(f"{tag} {proposal.title}: {verdict} - {result.judgement.reason} [{headline(result.record)}; "
-                      f"{elapsed:.1f} s; parent {item.parent.member.label}]")
+                      f"{elapsed:.1f} s; parent: {kernel_name(item.parent.member.label)}]")
 
     def _find_source(self, source: str) -> Entry | None:
         digest = sha256(source)
@@ -472,15 +603,17 @@ class Optimizer:
             data["variant_of"] = variant_of
         return data
 
-    def _commit_proposal(self, step: int, n: int, proposal: Candidate, parent: Parent, variant_of: int | None) -> str:
+    def _commit_proposal(self, step: int, n: int, proposal: Candidate, parent: Parent, variant_of: int | None,
+                         step_plan: StepPlan | None = None) -> str:
         """A received candidate, kept on its proposal ref until it is judged."""
+        planned, plan_files = self._plan_fields(step_plan, proposal.meta) if variant_of is None else ({}, {})
         step_data = step_json(self.config, step=step, candidate=n, verdict=PROPOSED, reason="received, not yet judged",
                               proposer="tune" if variant_of is not None else self.proposer.name, title=proposal.title,
                               rationale=proposal.rationale, kernel_sha256=sha256(proposal.source),
-                              proposal=proposal.meta, **self._lineage(parent, variant_of))
+                              proposal=proposal.meta, **self._lineage(parent, variant_of), **planned)
         record = {"status": PENDING_STATUS, "target": self.config.target, "triton_version": self.config.triton_version}
-        return self._commit(parent.member.sha, proposal.source, record, step_data, proposal.artifacts,
-                            proposal_ref(step, n))
+        return self._commit(parent.member.sha, proposal.source, record, step_data,
+                            {**proposal.artifacts, **plan_files}, proposal_ref(step, n))
 
     def _commit_candidate(self, step: int, item: Planned, result: Result, verdict: str, elapsed: float) -> str:
         proposal, judgement = item.proposal, result.judgement
@@ -490,22 +623,25 @@ class Optimizer:
                               score=list(judgement.score), screened_out=judgement.screened_out,
                               comparison=judgement.comparison, proposal=proposal.meta, elapsed_s=round(elapsed, 3),
                               phases_s={k: v for k, v in result.seconds.items() if v is not None},
-                              **self._lineage(item.parent, item.variant_of))
+                              **self._lineage(item.parent, item.variant_of), **item.carried,
+                              **({"duplicate_of": result.duplicate_of} if result.duplicate_of else {}))
         return self._commit(item.parent.member.sha, proposal.source, result.record, step_data, proposal.artifacts,
                             attempt_ref(step, item.number), (item.waiting_ref,))
 
     def _proposer_name(self, item: Planned) -> str:
         return "tune" if item.variant_of is not None else self.proposer.name
 
-    def _commit_failure(self, step: int, n: int, failure: FailedProposal, parent: Parent) -> str:
+    def _commit_failure(self, step: int, n: int, failure: FailedProposal, parent: Parent,
+                        step_plan: StepPlan | None = None) -> str:
         record = {"status": "no_candidate", "message": failure.reason, "target": self.config.target,
                   "triton_version": self.config.triton_version}
+        planned, plan_files = self._plan_fields(step_plan, failure.meta)
         step_data = step_json(self.config, step=step, candidate=n, verdict=FAILED, reason=failure.reason,
                               proposer=self.proposer.name, title="no candidate", screened_out=True,
-                              proposal=failure.meta, **self._lineage(parent, None))
+                              proposal=failure.meta, **self._lineage(parent, None), **planned)
         # The tree keeps the parent's kernel, so every commit of the ledger is a complete snapshot.
-        return self._commit(parent.member.sha, parent.source, record, step_data, failure.artifacts,
-                            attempt_ref(step, n))
+        return self._commit(parent.member.sha, parent.source, record, step_data,
+                            {**failure.artifacts, **plan_files}, attempt_ref(step, n))
 
     def _commit(self, parent: str, source: str, record: dict, step_data: dict, artifacts: dict[str, str],
                 ref: str, delete_refs: tuple[str, ...] = ()) -> str:
@@ -554,8 +690,9 @@ class Optimizer:
         self.ledger.move_refs(changes)
         figure = (f"{best.merit:.3f}x the starting kernel, chained A/B speedups" if self.config.mode == MEASURED
                   else f"{best.merit:.4g} by static estimate")
-        main = (f"promoted candidate {best.candidate} to main" if best in new_members else f"main holds {best.label}")
-        self.progress(f"[step {step}/{self.config.steps}] accepted {', '.join(m.label for m in new_members)}; "
+        main = (f"promoted candidate {best.candidate} to main" if best in new_members
+                else f"main holds {kernel_name(best.label)}")
+        self.progress(f"[step {step}/{self.config.steps}] accepted {', '.join(f'step {m.label}' for m in new_members)}; "
                       f"{main} ({figure})")
 
     def _layout(self, members: list[Member], best: Member, head: str) -> list[RefChange]:
@@ -597,6 +734,13 @@ def trailer_block(config: RunConfig, step_data: dict, record: dict) -> dict[str,
         extra["Variant-Of"] = str(step_data["variant_of"])
     if step_data["kernel_sha256"]:
         extra["Kernel-Sha256"] = step_data["kernel_sha256"]
+    compiled = compiled_digest(record)
+    if compiled:
+        extra[COMPILED_TRAILER] = compiled
+    if step_data.get("duplicate_of"):
+        extra["Duplicate-Of"] = step_data["duplicate_of"]
+    if step_data.get("idea"):
+        extra["Idea"] = f"{step_data['idea']['number']} - {step_data['idea']['title']}"
     comparison = step_data.get("comparison")
     if comparison and comparison.get("speedup") is not None:
         extra["Speedup-Measured"] = (f"{comparison.get('speedup'):.4f} (95% CI {comparison.get('ci_low'):.4f}"
@@ -605,7 +749,17 @@ def trailer_block(config: RunConfig, step_data: dict, record: dict) -> dict[str,
     usage = meta.get("usage")
     if usage is not None:
         extra["Tokens"] = str(usage.get("total_tokens", 0))
+        if usage.get("prompt_tokens") is not None or usage.get("completion_tokens") is not None:
+            extra["Tokens-Prompt"] = str(usage.get("prompt_tokens", 0))
+            extra["Tokens-Completion"] = str(usage.get("completion_tokens", 0))
         extra["LLM-Tries"] = str(meta.get("tries", 0))
+    estimated = meta.get("estimated_usage")
+    if estimated:
+        extra["Tokens-Estimate"] = f"{estimated['prompt_tokens']}+{estimated['completion_tokens']} (prompt+completion, " \
+                                   "characters/4, not a count)"
+    plan_usage = (step_data.get("plan_request") or {}).get("usage")
+    if plan_usage:
+        extra["Plan-Tokens"] = str(plan_usage.get("total_tokens", 0))
     if meta.get("idle_steps") is not None:
         extra[IDLE_STEPS_TRAILER] = str(meta["idle_steps"])
     return trailers(record, step=step_data["step"], candidate=step_data["candidate"], verdict=step_data["verdict"],
@@ -632,6 +786,15 @@ def idle_steps_so_far(ledger: Ledger) -> int:
     if not marked:
         return 0
     return int(max(marked, key=lambda e: (e.step, e.candidate)).trailers[IDLE_STEPS_TRAILER])
+
+
+def kernel_name(label: str) -> str:
+    """A kernel of the run in words: "the start kernel" for 0.0, else "step 2.1"."""
+    return "the start kernel (step 0)" if label in ("0.0", "0") else f"step {label}"
+
+
+def duplicate_name(label: str) -> str:
+    return "step 0.0 (the start kernel)" if label in ("0.0", "0") else f"step {label}"
 
 
 def _primaries(entries: list[Entry]) -> int:

@@ -7,7 +7,12 @@ previous stage); the current kernel, with docstring figures that no longer match
 the evaluation (shape and grid against the CU/SM count, register split, scratch, occupancy and what limits
 it, instruction mix, the static model's bound and what it leaves out when the accept rule is the estimate,
 measured figures and host launch time when present); the hot loop, whole or compressed; the last failure;
-every earlier attempt with its verdict, figures and compact diff; and which request of the step this is.
+every earlier attempt with its verdict, figures and compact diff; and the task: the idea this request
+implements and those its siblings implement (or, unplanned, which request of the step this is).
+
+A step with K > 1 requests is planned first (agent.ideas): `plan_messages` is the planning request, the
+same evidence with the ideas tried earlier in the run and a task that asks for ranked, distinct ideas in
+JSON. `section_sizes` measures how much of a prompt each section takes.
 
 Target-specific facts come from the target object and the evaluation record; nothing here names a target.
 """
@@ -26,7 +31,8 @@ from evaluator.targets import get_target
 from .edits import format_instructions
 from .figures import figures, headline
 from .gluon_sheet import api_sheet
-from .proposers import ProposalContext
+from .ideas import Idea, reply_format, tried_section
+from .proposers import PlanRequest, ProposalContext
 from .proposers.ladder import Stage
 from .source import compact_diff, declaration, module_docstring
 
@@ -52,6 +58,8 @@ class Slot:
     index: int
     total: int
     siblings: tuple[str, ...] = ()
+    idea: Idea | None = None                  # the planned idea this request implements
+    sibling_ideas: tuple[Idea, ...] = ()      # the ideas the step's other requests implement
 
 
 # -- target facts ---------------------------------------------------------------------------------------------
@@ -359,6 +367,8 @@ def failure_section(record: dict, source: str | None) -> str:
 
 
 def slot_section(context: ProposalContext, slot: Slot) -> str:
+    if slot.idea is not None:
+        return _idea_task(context, slot)
     text = f"Propose one change to the current kernel for step {context.step}."
     if slot.total > 1:
         text = (f"This is request {slot.index} of {slot.total} sent at the same time for step {context.step}; each "
@@ -367,6 +377,21 @@ def slot_section(context: ProposalContext, slot: Slot) -> str:
     if slot.siblings:
         text += ("\nCandidates of this step already received (propose something else):\n"
                  + "\n".join(f"- {title}" for title in slot.siblings))
+    return text
+
+
+def _idea_task(context: ProposalContext, slot: Slot) -> str:
+    idea = slot.idea
+    text = (f"Step {context.step} was planned first: a ranked list of distinct ideas, one per request. This request "
+            f"({slot.index} of {slot.total}) implements {idea.label}.\n- what to change: {idea.change or '(as named)'}"
+            f"\n- the evidence it addresses: {idea.evidence or '(not given)'}\n"
+            "Implement this idea and no other: one focused change to the current kernel. If you find it cannot "
+            "work as stated, make the closest change that tests it and say why in your explanation.")
+    if slot.sibling_ideas:
+        text += ("\nThe step's other requests implement these ideas (do not implement them here):\n"
+                 + "\n".join(f"- {i.label}" for i in slot.sibling_ideas))
+    if slot.siblings:
+        text += "\nCandidates of this step already received:\n" + "\n".join(f"- {t}" for t in slot.siblings)
     return text
 
 
@@ -387,7 +412,9 @@ def system_message(target: str, objective: str) -> str:
         "the commit subject), then the edit in one of these formats:\n\n" + format_instructions())
 
 
-def user_message(context: ProposalContext, brief: Brief, slot: Slot, objective: str = "") -> str:
+def evidence_sections(context: ProposalContext, brief: Brief, objective: str = "") -> list[str]:
+    """The sections every request of a step shares: target facts, API sheet, ladder, kernel, evaluation, hot
+    loop, the last failure and the run's attempts."""
     dtype = declaration(context.incumbent_source, "DTYPE")
     record = context.incumbent_record
     kernel = f"```python\n{context.incumbent_source}```"
@@ -413,8 +440,61 @@ def user_message(context: ProposalContext, brief: Brief, slot: Slot, objective: 
     if last is not None and last.get("status") != "ok":
         parts.append("## The last candidate failed\n" + failure_section(last, context.last_source))
     parts.append("## Attempts so far in this run (do not repeat ideas that failed)\n" + history_section(context))
+    return parts
+
+
+def user_message(context: ProposalContext, brief: Brief, slot: Slot, objective: str = "") -> str:
+    parts = evidence_sections(context, brief, objective)
     parts.append("## Task\n" + slot_section(context, slot))
     return "\n\n".join(parts) + "\n"
+
+
+def plan_system_message(target: str, objective: str) -> str:
+    return (
+        f"You are an expert GPU kernel engineer planning the next optimization step of a GEMM kernel written in "
+        f"Triton's Gluon dialect (Triton 3.6.0) for {target}. Each idea you list will be implemented by its own "
+        f"request, compiled for the target and checked by an evaluator; a candidate is accepted only if it "
+        f"improves: {objective}.\n\nThis request writes no code. It ranks distinct ideas, each tied to the "
+        "evidence it addresses.")
+
+
+def plan_message(request: PlanRequest, brief: Brief, objective: str = "") -> str:
+    context = request.context
+    parts = evidence_sections(context, brief, objective)
+    parts.append("## Ideas tried earlier in this run (each with what became of it)\n" + tried_section(request.tried))
+    parts.append(f"## Task: plan step {context.step}\n" + f"{request.count} implementation requests will follow, "
+                 f"one per idea: request k gets your idea k. " + reply_format(request.count))
+    return "\n\n".join(parts) + "\n"
+
+
+def plan_messages(request: PlanRequest, brief: Brief, objective: str) -> list[dict]:
+    return [{"role": "system", "content": plan_system_message(request.context.target, objective)},
+            {"role": "user", "content": plan_message(request, brief, objective)}]
+
+
+@dataclass(frozen=True)
+class SectionSize:
+    """One `## ` section of a prompt: characters and tokens at about 4 characters per token (an estimate)."""
+
+    title: str
+    characters: int
+    tokens_estimate: int
+
+
+CHARS_PER_TOKEN = 4.0
+
+
+def section_sizes(text: str) -> list[SectionSize]:
+    """The prompt's sections in order (what precedes the first `## ` heading is the "preamble")."""
+    sizes = []
+    for n, chunk in enumerate(re.split(r"(?m)^(?=## )", text)):
+        if not chunk:
+            continue
+        title = chunk.splitlines()[0][3:].strip() if chunk.startswith("## ") else "preamble (system message)"
+        if n and not chunk.startswith("## "):
+            title = "(untitled)"
+        sizes.append(SectionSize(title, len(chunk), round(len(chunk) / CHARS_PER_TOKEN)))
+    return sizes
 
 
 def render(messages: list[dict]) -> str:

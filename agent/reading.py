@@ -45,6 +45,11 @@ class HistoryRow:
     speedup: str = ""        # over the incumbent it was judged against (agent.climb)
     cumulative: str = ""     # over the starting kernel, chained over the accepted steps
     vs_vendor: str = ""      # vendor time / its time, measured interleaved
+    idea: str = ""           # the planned idea it implements: "2 - title" (agent.ideas)
+    duplicate_of: str = ""   # the step.candidate whose source or compiled kernels it repeats (not evaluated again)
+    tokens_prompt: str = ""      # llm: prompt tokens over its requests, as the endpoint counted them
+    tokens_completion: str = ""  # llm: completion tokens, likewise
+    tokens_estimate: str = ""    # manual: estimated from characters, never a count
 
 
 def _label(entry: Entry) -> str:
@@ -69,7 +74,10 @@ def history(ledger: Ledger) -> list[HistoryRow]:
                                objective=t.get("Objective", ""), tflops_estimate=t.get("TFLOPS-Estimate", "n/a"),
                                speedup=_ratio(point.speedup if point else None, run),
                                cumulative=_ratio(point.cumulative if point else None, run),
-                               vs_vendor=_ratio(point.vs_vendor if point else None, run)))
+                               vs_vendor=_ratio(point.vs_vendor if point else None, run),
+                               idea=t.get("Idea", ""), duplicate_of=t.get("Duplicate-Of", ""),
+                               tokens_prompt=t.get("Tokens-Prompt", ""), tokens_completion=t.get("Tokens-Completion", ""),
+                               tokens_estimate=t.get("Tokens-Estimate", "").split(" (")[0]))
     return rows
 
 
@@ -116,9 +124,30 @@ def format_table(rows: list[HistoryRow]) -> str:
     body = [(f"{r.step}.{r.candidate}", r.parent, r.verdict, r.speedup, r.cumulative, r.vs_vendor,
              r.tflops_estimate if static else r.tflops_measured.split(" (")[0], r.efficiency_estimate, r.registers,
              r.spills, r.shared.replace(" bytes", ""), shorten(r.reason, REASON_WIDTH)) for r in rows]
+    header, body = _with_proposal_columns(rows, header, body)
     widths = [max(len(str(x)) for x in col) for col in zip(header, *body)]
     lines = ["  ".join(str(v).ljust(w) for v, w in zip(line, widths)).rstrip() for line in (header, *body)]
     return "\n".join(lines)
+
+
+IDEA_WIDTH = 28
+
+
+def _with_proposal_columns(rows: list[HistoryRow], header: tuple, body: list[tuple]) -> tuple[tuple, list[tuple]]:
+    """The idea, duplicate and token columns, before the reason, for runs that have any of them."""
+    extra = []
+    if any(r.idea for r in rows):
+        extra.append(("idea", [shorten(r.idea.replace(" - ", " ", 1), IDEA_WIDTH) for r in rows]))
+    if any(r.duplicate_of for r in rows):
+        extra.append(("dup of", [r.duplicate_of for r in rows]))
+    if any(r.tokens_prompt or r.tokens_estimate for r in rows):
+        extra.append(("tokens in+out", [f"{r.tokens_prompt}+{r.tokens_completion}" if r.tokens_prompt else
+                                        (f"~{r.tokens_estimate} est." if r.tokens_estimate else "") for r in rows]))
+    if not extra:
+        return header, body
+    names = tuple(name for name, _ in extra)
+    cells = [tuple(column[i] for _, column in extra) for i in range(len(rows))]
+    return header[:-1] + names + header[-1:], [line[:-1] + cell + line[-1:] for line, cell in zip(body, cells)]
 
 
 def shorten(text: str, width: int) -> str:

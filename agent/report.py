@@ -124,7 +124,7 @@ pre { background: #f6f6f6; padding: 0.6em; overflow-x: auto; font-size: 0.8em; }
 .add { color: #080; } .del { color: #a00; } .note { color: #666; }
 """
 MEASURED_COLUMN = "TFLOP/s (measured)"   # a static run shows its objective here instead (STATIC_FIGURE)
-COLUMNS = ("step", "verdict", "title", "x incumbent", "x start", "vs vendor", MEASURED_COLUMN,
+COLUMNS = ("step", "verdict", "title", "idea", "dup of", "x incumbent", "x start", "vs vendor", MEASURED_COLUMN,
            "eff (static est.)", "regs", "spills", "shared", "reason")
 
 
@@ -180,7 +180,8 @@ def _history_table(rows: list[HistoryRow]) -> str:
     head = "".join(f"<th>{_e(STATIC_FIGURE if static and name == MEASURED_COLUMN else name)}</th>" for name in COLUMNS)
     body = []
     for r in rows:
-        cells = (f"{r.step}.{r.candidate}", r.verdict, r.summary.split(" - ", 1)[-1], r.speedup, r.cumulative,
+        cells = (f"{r.step}.{r.candidate}", r.verdict, r.summary.split(" - ", 1)[-1], r.idea, r.duplicate_of,
+                 r.speedup, r.cumulative,
                  r.vs_vendor, r.tflops_estimate if static else r.tflops_measured, r.efficiency_estimate, r.registers,
                  r.spills, r.shared, r.reason)
         body.append(f"<tr class=\"{_e(r.verdict)}\">" + "".join(f"<td>{_e(v)}</td>" for v in cells) + "</tr>")

@@ -152,6 +152,8 @@ def create_run(request: NewRun, say: Progress) -> tuple[Ledger, RunConfig]:
         mode = MEASURED if record.get("runtime") else STATIC
         aa_check = self_check(evaluator, copy, request.min_gain, say) if mode == MEASURED else None
     model = (request.model or os.environ.get("OPENAI_MODEL") or DEFAULT_MODEL) if proposer == "llm" else None
+    if proposer == "manual":
+        model = request.model  # who answers the prompt files, when the user names it
     config = RunConfig(
         run_id=run_id, target=target, source_file=str(kernel), proposer=proposer, steps=request.steps or 3,
         candidates=request.candidates, max_spills=request.max_spills, seed=request.seed,

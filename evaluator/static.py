@@ -3,15 +3,29 @@
 Everything here is read from real compiler output for the target (registers, spills, LDS/shared,
 instruction counts); the one modelled figure, `estimated_efficiency`, is labelled a static estimate.
 How a kernel is read is the target's business (`Target.analyze_kernel`); this module picks the headline.
+
+`compiled_sha256` names what the launch compiled, so that two sources compiling to the same kernels are
+recognised as one (the loop evaluates such twins once). It hashes each kernel's ISA with what only says
+where the source was (debug sections, `.file`/`.loc` directives, comments) left out, with the kernel's
+grid and launch metadata: a docstring, comment or whitespace edit, or a renamed local, leaves it unchanged.
 """
 from __future__ import annotations
 
+import hashlib
+import json
+import re
 from dataclasses import replace
 from pathlib import Path
 
 from .compile import CompiledKernel
 from .targets import Target
 from .throughput import ModelInputs, kernel_estimate
+
+# Launch metadata that changes how a kernel runs without showing in its instructions.
+_LAUNCH_KEYS = ("num_warps", "num_ctas", "shared", "global_scratch_size", "launch_cooperative_grid", "launch_pdl",
+                "cluster_dims", "tmem_size")
+_BLOCK_COMMENT = re.compile(r"/\*.*?\*/")
+_LOCATION_DIRECTIVES = (".loc", ".file", ".loc_label")
 
 _HEADLINE_ONLY = ("hot_loop", "kernels", "primary_kernel", "estimate_kind", "model", "estimated_tflops",
                   "useful_fraction", "throughput")
@@ -31,7 +45,38 @@ def analyze(kernels: list[CompiledKernel], target: Target, shape: tuple[int, int
         throughput = {**estimate.to_dict(), "ratio_error": target.ratio_error.to_dict()}
         headline = replace(headline, estimated_tflops=round(estimate.estimated_tflops, 1),
                            useful_fraction=round(estimate.useful_fraction, 4), throughput=throughput)
-    return headline.to_dict()
+    return {**headline.to_dict(), "compiled_sha256": compiled_sha256(kernels, target)}
+
+
+def normalized_isa(text: str) -> str:
+    """Assembly text without what depends only on where the source lines are: debug sections, `.file` and
+    `.loc` directives, comments (`;`, `//`, `/* */`; a SASS line's `;` ends its instruction), spacing."""
+    kept, debug = [], False
+    for raw in text.splitlines():
+        line = _BLOCK_COMMENT.sub("", raw).split("//", 1)[0].split(";", 1)[0].strip()
+        if not line:
+            continue
+        word = line.split(None, 1)[0]
+        if word == ".section":
+            debug = line.split(None, 1)[1].split(",")[0].strip().strip('"').startswith(".debug")
+        elif word in (".text", ".data", ".amdgpu_metadata"):
+            debug = False
+        if debug or word in _LOCATION_DIRECTIVES:
+            continue
+        kept.append(" ".join(line.split()))
+    return "\n".join(kept)
+
+
+def compiled_sha256(kernels: list[CompiledKernel], target: Target) -> str:
+    """SHA-256 over every compiled kernel, in launch order: its normalised ISA, grid and launch metadata."""
+    parts = []
+    for kernel in kernels:
+        isa = target.toolchain.artifact_text(kernel, target.toolchain.isa) or ""
+        isa = isa.decode(errors="replace") if isinstance(isa, bytes) else isa
+        launch = {k: kernel.metadata.get(k) for k in _LAUNCH_KEYS if k in kernel.metadata}
+        parts.append({"grid": list(kernel.grid), "launch": launch,
+                      "isa": hashlib.sha256(normalized_isa(isa).encode()).hexdigest()})
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def dump_artifacts(kernels: list[CompiledKernel], target: Target, directory) -> list[str]:

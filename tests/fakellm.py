@@ -177,3 +177,9 @@ def _wait_for(condition: Callable[[], bool]) -> None:
     deadline = time.monotonic() + GATE_LIMIT_S
     while not condition() and time.monotonic() < deadline:
         time.sleep(0.02)
+
+
+def plan_text(*titles: str) -> str:
+    """A planning reply (agent.ideas) listing `titles` as ideas, in the JSON block the prompt asks for."""
+    ideas = [{"title": t, "evidence": f"evidence for {t}", "change": f"change for {t}"} for t in titles]
+    return "Here is the plan.\n```json\n" + json.dumps({"ideas": ideas}) + "\n```\n"

@@ -48,7 +48,8 @@ class FakeEvaluator:
             record["static"] = {"estimated_efficiency": eff, "estimated_tflops": None if eff is None else 1000 * eff,
                                 "hot_loop_spills": f.get("SPILLS", 0),
                                 "spills": f.get("SPILLS", 0), "registers": 128,
-                                "shared_bytes": f.get("SHARED", 65536), "num_warps": 4}
+                                "shared_bytes": f.get("SHARED", 65536), "num_warps": 4,
+                                "compiled_sha256": f.get("COMPILED")}  # `COMPILED = "x"`: what it compiles to
             if run:
                 tflops = f.get("TFLOPS", 500.0 * f.get("SPEEDUP", 1.0))  # a separate timing: may drift
                 record["runtime"] = {"correct": f.get("CORRECT", True), "tflops": tflops,

@@ -28,7 +28,7 @@ from agent_support import (
     refs,
     trailers_at,
 )
-from fakellm import FakeLLM, Raw, Reply, Stall, Status
+from fakellm import FakeLLM, Raw, Reply, Stall, Status, plan_text
 
 from agent.ledger import Ledger
 from agent.proposers.llm import request_seed
@@ -159,7 +159,8 @@ def test_best_passing_candidate_of_a_step_is_promoted_to_main(capsys, start, tmp
     def committed() -> bool:
         return run.is_dir() and len(Ledger(run).proposals()) >= 1
 
-    script = [Reply(whole), Reply(knob_edit(start.read_text()), gate=committed)]
+    script = [Reply(plan_text("Async copies", "Halve BLOCK_K")), Reply(whole),
+              Reply(knob_edit(start.read_text()), gate=committed)]
     code, _, err, _, run = run_llm(capsys, start, tmp_path, script, "--steps", "1", "--candidates", "2")
     assert code == 0, err
     # Candidate 1 passed but was not the last of its step: kept on its attempt ref until the step ended,
@@ -273,25 +274,33 @@ def test_snippets_already_applied_edits_and_python3_fences_end_to_end(capsys, st
 
 def test_k_candidates_are_asked_concurrently_and_all_judged(capsys, start, tmp_path):
     source = start.read_text()
-    # No reply leaves the server before all three requests have arrived: sequential requests would hold the
-    # first one until the gate gives up (60 s) and fail the overlap check below.
+    # The step's planning request comes first; then no reply leaves the server before all three implementation
+    # requests have arrived: sequential requests would hold the first one until the gate gives up (60 s) and
+    # fail the overlap check below.
     def together() -> bool:
-        return len(server.log) >= 3
+        return len(server.log) >= 4
 
-    replies = [Reply(knob_change(source, "BLOCK_K", 64, 32, "Halve BLOCK_K."), gate=together),
+    replies = [Reply(plan_text("Halve BLOCK_K", "Eight waves", "Smaller M tile")),
+               Reply(knob_change(source, "BLOCK_K", 64, 32, "Halve BLOCK_K."), gate=together),
                Reply(knob_change(source, "num_warps", 4, 8, "Eight waves."), gate=together),
                Reply(knob_change(source, "BLOCK_M", 256, 128, "Smaller M tile."), gate=together)]
     with FakeLLM(replies) as server:
         code, _, err = nearpeak(capsys, "run", "--target", "gfx950", "--from", start, "--proposer", "llm",
                                 "--base-url", server.base_url, "--runs-dir", tmp_path, "--run-id", "k3",
                                 "--steps", "1", "--candidates", "3", "--seed", "7")
-        log = server.log
+        plan, *log = server.log
     assert code == 0, err
+    assert plan.body["seed"] == request_seed(7, 1, 0) and "## Task: plan step 1" in plan.messages[-1]["content"]
     seen = [(r.body.get("seed"), round(r.arrived, 3), r.finished and round(r.finished, 3)) for r in log]
     assert len(log) == 3, (seen, err)  # one request per candidate, none retried
     assert max(r.arrived for r in log) < min(r.finished for r in log), seen  # all three in flight together
     assert sorted(r.body["seed"] for r in log) == sorted(request_seed(7, 1, k) for k in (1, 2, 3)), (seen, err)
     assert len({r.messages[-1]["content"] for r in log}) == 3
+    # Each implementation request was given its own idea of the plan and told the two others.
+    tasks = sorted(r.messages[-1]["content"].split("## Task\n", 1)[1] for r in log)
+    for k, title in enumerate(("Halve BLOCK_K", "Eight waves", "Smaller M tile"), start=1):
+        mine = [t for t in tasks if f"implements idea {k}: {title}" in t]
+        assert len(mine) == 1 and all(f"- idea {j}:" in mine[0] for j in {1, 2, 3} - {k}), tasks
     run = tmp_path / "k3"
     ledger = Ledger(run)
     step1 = [e for e in ledger.entries() if e.step == 1]
@@ -309,7 +318,8 @@ def test_kill_with_several_candidates_keeps_every_reply_received(capsys, start, 
     third = knob_change(source, "BLOCK_M", 256, 128, "Smaller M tile.")
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
     run = tmp_path / "runs" / "killed"
-    with FakeLLM([Reply(first), Reply(second, delay=0.3), Reply(third, delay=300)]) as server:
+    plan = plan_text("Halve BLOCK_K", "Eight waves", "Smaller M tile")
+    with FakeLLM([Reply(plan), Reply(first), Reply(second, delay=0.3), Reply(third, delay=300)]) as server:
         child = subprocess.Popen(
             [sys.executable, "-m", "agent.cli", "run", "--target", "gfx950", "--from", str(start), "--proposer",
              "llm", "--base-url", server.base_url, "--runs-dir", str(tmp_path / "runs"), "--run-id", "killed",
@@ -325,6 +335,7 @@ def test_kill_with_several_candidates_keeps_every_reply_received(capsys, start, 
     waiting = Ledger(run).proposals()
     assert [(e.step, e.candidate, e.verdict) for e in waiting] == [(1, 1, "proposed"), (1, 2, "proposed")]
     assert [e.trailers["Tokens"] for e in waiting] == ["150", "150"]
+    assert [e.trailers.get("Plan-Tokens") for e in waiting] == ["150", None]  # the plan, counted once
     assert {e.trailers["Triton-Version"] for e in waiting} == {"3.6.0"}
     fsck_clean(run)
 
@@ -332,8 +343,9 @@ def test_kill_with_several_candidates_keeps_every_reply_received(capsys, start, 
         code, _, err = nearpeak(capsys, "run", "--resume", run, "--base-url", server.base_url)
         asked = server.requests
     assert code == 0, err
-    # Only the lost request is sent again, and it is told what its two siblings already proposed.
-    assert len(asked) == 1
+    # Only the lost request is sent again (the plan is read back from the ledger), under its own number, and
+    # it is told what its two siblings already proposed.
+    assert len(asked) == 1 and "## Task: plan" not in asked[0]["messages"][-1]["content"]
     task = asked[0]["messages"][-1]["content"].split("## Task\n", 1)[1]
     assert "- Halve BLOCK_K." in task and "- Eight waves." in task
     ledger = Ledger(run)
@@ -341,4 +353,6 @@ def test_kill_with_several_candidates_keeps_every_reply_received(capsys, start, 
     assert sorted(e.candidate for e in step1) == [1, 2, 3] and not ledger.proposals()
     assert sum(int(e.trailers["Tokens"]) for e in step1) == 450
     assert {e.summary.split(" - ", 1)[1] for e in step1} == {"Halve BLOCK_K.", "Eight waves.", "Smaller M tile."}
+    requests = sorted(json_at(run, e.ref, "step.json")["proposal"]["request"] for e in step1)
+    assert requests == [1, 2, 3]
     fsck_clean(run)

@@ -211,7 +211,7 @@ def test_an_unexpected_error_in_a_conversation_is_one_failed_candidate():
     class BrokenClient:
         endpoint = "http://broken/v1"
 
-        def request(self, messages, seed):
+        def request(self, messages, seed, label=""):
             raise ValueError("boom")
 
     llm = LLMProposer(LLMSettings(model="m", base_url=None), Brief(), "objective", progress=[].append,

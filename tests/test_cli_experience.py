@@ -149,7 +149,7 @@ def test_the_stop_reason_is_said_once_and_progress_has_timings(tmp_path, capsys,
     assert code == 0, err
     assert (out + err).count("all 2 steps done") == 1
     assert re.search(r"^\[ *\d+\.\d s\] \[step 2/2\] candidate 1 idea 1: evaluating \.\.\.$", err, re.MULTILINE)
-    assert "[step 1/2] candidate 1 idea 1: passed" in err and "[step 1/2] accepted 1.1; promoted candidate 1" in err
+    assert "[step 1/2] candidate 1 idea 1: passed" in err and "[step 1/2] accepted step 1.1; promoted candidate 1" in err
 
 
 def test_replay_verify_reports_each_step_as_it_goes(tmp_path, capsys, monkeypatch):

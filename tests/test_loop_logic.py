@@ -33,7 +33,7 @@ def test_static_mode_accepts_a_better_estimate_and_keeps_a_worse_one_as_an_attem
     assert rejected["reason"].startswith("estimated 400.0 TFLOP/s not above incumbent 500.0")
     assert "static estimate" in rejected["reason"]
     assert "candidate 1 idea 1: passed" in log and "promoted candidate 1 to main" in log
-    assert "candidate 1 idea 1: rejected" in log and "; parent 1.1]" in log
+    assert "candidate 1 idea 1: rejected" in log and "; parent: step 1.1]" in log
 
 
 def test_the_static_objective_travels_as_a_trailer_into_the_history_the_proposer_reads(tmp_path):
@@ -114,7 +114,7 @@ def test_a_duplicate_is_committed_but_not_evaluated_again(tmp_path):
     ledger, config = make_run(tmp_path, steps=2)
     _, evaluator, _ = optimize(ledger, config, ScriptedProposer(["EFF = 0.2\n"], ["EFF = 0.2\n"]))
     assert [source for source, _ in evaluator.records].count("EFF = 0.2\n") == 1
-    assert step_data(ledger, attempt_ref(2, 1))["reason"] == "duplicate of step 1.1; not re-evaluated"
+    assert step_data(ledger, attempt_ref(2, 1))["reason"] == "duplicate of step 1.1: the same source; not re-evaluated"
 
 
 def test_a_failed_proposal_is_recorded_with_the_incumbent_kernel(tmp_path):

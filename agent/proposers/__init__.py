@@ -16,6 +16,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from ..ideas import Plan, TriedIdea
+
 TUNE_CACHE = "tune-cache.json"    # the tuner's cache, shared by the runs of one runs directory
 
 
@@ -68,6 +70,23 @@ class ProposalContext:
     last_source: str | None
     history: tuple[Attempt, ...]
     tried: frozenset[str]           # sha256 of every source already evaluated in this run
+    slots: tuple[int, ...] = ()     # the step's request numbers to fill (empty: 1..count)
+    slots_total: int = 0            # how many requests the step has in all (0: count)
+    plan: Plan | None = None        # the step's ideas (K > 1 with a planning proposer)
+
+    def request_slots(self) -> tuple[tuple[int, ...], int]:
+        """(request numbers to fill, the step's total), defaulting to 1..count of count."""
+        slots = self.slots or tuple(range(1, self.count + 1))
+        return slots, max(self.slots_total or self.count, max(slots))
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """A step's planning request: the evidence of its best parent, how many ideas, and what was tried."""
+
+    context: ProposalContext
+    count: int
+    tried: tuple[TriedIdea, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -93,3 +112,23 @@ class ProposerStopped(Exception):
     """The proposer cannot go on and the run must stop with `exit_code` (README.md lists the codes)."""
 
     exit_code = 1
+
+
+EXIT_AWAITING_REPLIES = 6   # the manual proposer wrote prompts whose replies have not come (resume later)
+
+
+class AwaitingReplies(ProposerStopped):
+    """Prompts are written and their replies not there yet: the run stops, to be resumed once they are.
+    `waiting` holds (prompt file, reply file) pairs."""
+
+    exit_code = EXIT_AWAITING_REPLIES
+
+    def __init__(self, waiting: tuple[tuple[str, str], ...], waited_s: float):
+        self.waiting = waiting
+        self.waited_s = waited_s
+        files = "; ".join(f"{prompt} -> write {reply}" for prompt, reply in waiting)
+        super().__init__(f"waiting for {len(waiting)} reply file(s) after {waited_s:g} s: {files}")
+
+    @classmethod
+    def combine(cls, stops: list[AwaitingReplies]) -> AwaitingReplies:
+        return cls(tuple(pair for s in stops for pair in s.waiting), max(s.waited_s for s in stops))

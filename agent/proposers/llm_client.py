@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from . import ProposerStopped
 
 EXIT_ENDPOINT_REFUSED = 4       # 401/403/404: credentials refused, or the model (or route) unknown
-EXIT_ENDPOINT_UNAVAILABLE = 5   # no usable reply in --max-idle-steps consecutive steps
+EXIT_ENDPOINT_UNAVAILABLE = 5   # no usable reply in --max-idle-steps consecutive steps, or never reachable
 MAX_RETRY_AFTER_S = 60.0
 REFUSED = {401: "the endpoint refused the credentials", 403: "the endpoint refused access",
            404: "the endpoint does not know the model (or the --base-url route)"}
@@ -36,6 +36,10 @@ class EndpointUnavailable(ProposerStopped):
     exit_code = EXIT_ENDPOINT_UNAVAILABLE
 
 
+class EndpointUnreachable(EndpointUnavailable):
+    """The run's very first request could not connect (refused, DNS): more tries will not fix a wrong URL."""
+
+
 @dataclass(frozen=True)
 class Exchange:
     """One HTTP request and what came of it; `outcome` is "ok" or the name of what went wrong."""
@@ -46,6 +50,8 @@ class Exchange:
     content: str = ""
     usage: dict = field(default_factory=dict)
     retry_after: float | None = None    # seconds the server asked us to wait (HTTP 429 / 503)
+    sent: str = ""                      # the prompt as it was shown, when not rendered from the messages
+    notes: dict = field(default_factory=dict)   # transport-specific record of the try (e.g. file names)
 
     @property
     def ok(self) -> bool:
@@ -123,8 +129,9 @@ class ChatClient:
     def endpoint(self) -> str:
         return str(self._client.base_url)
 
-    def request(self, messages: list[dict], seed: int) -> Exchange:
-        """Send one request; a failure comes back as an Exchange, except `EndpointRefused`."""
+    def request(self, messages: list[dict], seed: int, label: str = "") -> Exchange:
+        """Send one request; a failure comes back as an Exchange, except `EndpointRefused`. `label` names the
+        request (step, request, try) for transports that keep it somewhere; HTTP does not need it."""
         started = time.monotonic()
         try:
             raw = self._client.chat.completions.with_raw_response.create(
