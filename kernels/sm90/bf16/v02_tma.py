@@ -27,6 +27,9 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
+# Gluon names that changed between Triton 3.6 and 3.9, resolved once from the installed release.
+tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared  # renamed in 3.8
+
 STAGE = "v02"
 TECHNIQUE = "TMA bulk tensor loads completing on an mbarrier (single buffer)"
 TARGET = "sm90"
@@ -56,8 +59,8 @@ def gemm_kernel(a_desc, b_desc, c_ptr, M, N, K, num_warps: gl.constexpr):
     phase = 0
     for k in range(0, K, BLOCK_K):
         mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(a_desc, [off_m, k], bar, a_smem)
-        tma.async_copy_global_to_shared(b_desc, [off_n, k], bar, b_smem)
+        tma_load(a_desc, [off_m, k], bar, a_smem)
+        tma_load(b_desc, [off_n, k], bar, b_smem)
         mbarrier.wait(bar, phase)
         phase ^= 1
         acc = warpgroup_mma(a_smem, b_smem.permute((1, 0)), acc)

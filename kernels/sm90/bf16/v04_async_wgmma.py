@@ -27,6 +27,9 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
+# Gluon names that changed between Triton 3.6 and 3.9, resolved once from the installed release.
+tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared  # renamed in 3.8
+
 STAGE = "v04"
 TECHNIQUE = "asynchronous wgmma, one group in flight, overlapping the next TMA loads"
 TARGET = "sm90"
@@ -45,8 +48,8 @@ def issue_load(a_desc, b_desc, a_smem, b_smem, ready, i, off_m, off_n, pred,
     s = i % NUM_STAGES
     bar = ready.index(s)
     mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes, pred=pred)
-    tma.async_copy_global_to_shared(a_desc, [off_m, i * BLOCK_K], bar, a_smem.index(s), pred=pred)
-    tma.async_copy_global_to_shared(b_desc, [off_n, i * BLOCK_K], bar, b_smem.index(s), pred=pred)
+    tma_load(a_desc, [off_m, i * BLOCK_K], bar, a_smem.index(s), pred=pred)
+    tma_load(b_desc, [off_n, i * BLOCK_K], bar, b_smem.index(s), pred=pred)
 
 
 @gluon.jit

@@ -35,6 +35,10 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
+# Gluon names that changed between Triton 3.6 and 3.9, resolved once from the installed release.
+tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared  # renamed in 3.8
+tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global  # renamed in 3.8
+
 STAGE = "v07"
 TECHNIQUE = "TMA-store epilogue, its completion awaited only before the next tile's epilogue"
 TARGET = "sm90"
@@ -53,8 +57,8 @@ def issue_load(a_desc, b_desc, a_smem, b_smem, ready, i, k, off_m, off_n, pred,
     s = i % NUM_STAGES
     bar = ready.index(s)
     mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes, pred=pred)
-    tma.async_copy_global_to_shared(a_desc, [off_m, k * BLOCK_K], bar, a_smem.index(s), pred=pred)
-    tma.async_copy_global_to_shared(b_desc, [off_n, k * BLOCK_K], bar, b_smem.index(s), pred=pred)
+    tma_load(a_desc, [off_m, k * BLOCK_K], bar, a_smem.index(s), pred=pred)
+    tma_load(b_desc, [off_n, k * BLOCK_K], bar, b_smem.index(s), pred=pred)
 
 
 @gluon.jit
@@ -111,7 +115,7 @@ def gemm_kernel(a_desc, b_desc, c_desc, M, N, K, NUM_STAGES: gl.constexpr, GROUP
         tma.store_wait(pendings=0)  # the previous tile's store must have read c_smem before we overwrite it
         c_smem.store(acc.to(gl.bfloat16))
         fence_async_shared()
-        tma.async_copy_shared_to_global(c_desc, [off_m, off_n], c_smem)
+        tma_store(c_desc, [off_m, off_n], c_smem)
     tma.store_wait(pendings=0)
     for i in gl.static_range(NUM_STAGES):
         mbarrier.invalidate(ready.index(i))
