@@ -14,7 +14,7 @@ targets a slot computed from the iteration count; shared memory grows to NUM_STA
 followed at once by `WARPGROUP.DEPBAR.LE gsb0, 0x0`: the warps wait for every MMA before issuing the next
 copies, which the next stage removes.
 
-Figures at 4096^3 with the default knobs, compile-only (ptxas -v, sm_90a): 154 registers, 0 spills, 96 KiB shared
+Figures at 4096^3 with the default knobs, compile-only on Triton 3.6.0 (ptxas -v, sm_90a): 154 registers, 0 spills, 96 KiB shared
 with 3 stages (two CTAs fit on an SM). Measured on an H200 (benchmarks/results/sm90_bf16_ladder.json, 2026-11-29;
 do_bench medians, torch.matmul side by side): 671 TFLOP/s at 4096^3 (0.92x), 620 at 8192^3 (0.92x), 93% tensor-pipe
 active.

@@ -15,7 +15,7 @@ the integer division/modulo of the grouped mapping at its top, and the same HGMM
 The ring is still refilled only within a tile: the first NUM_STAGES - 1 copies of each tile are issued after
 the previous tile's epilogue, a bubble the next two stages attack.
 
-Figures at 4096^3 with the default knobs, compile-only (ptxas -v, sm_90a): 168 registers, 0 spills, 208 KiB shared
+Figures at 4096^3 with the default knobs, compile-only on Triton 3.6.0 (ptxas -v, sm_90a): 168 registers, 0 spills, 208 KiB shared
 (ring + epilogue scratch), grid 132. Measured on an H200 (benchmarks/results/sm90_bf16_ladder.json, 2026-11-29;
 do_bench medians, torch.matmul side by side): 747 TFLOP/s at 4096^3 (1.03x), 678 at 8192^3 (1.00x), 669 at
 16384x8192x4096 (1.03x), 96% tensor-pipe active.

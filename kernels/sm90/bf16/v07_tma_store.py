@@ -16,7 +16,7 @@ What to look for in SASS: `UTMASTG.2D` after the epilogue's shared stores (`STS`
 epilogue's stores rather than right after the UTMASTG. No STG. The C tile costs 64 KiB of shared memory, so the
 ring drops to 3 stages to fit under the 227 KiB limit.
 
-Figures at 4096^3 with the default knobs, compile-only (ptxas -v, sm_90a): 154 registers, 0 spills, 208 KiB shared
+Figures at 4096^3 with the default knobs, compile-only on Triton 3.6.0 (ptxas -v, sm_90a): 154 registers, 0 spills, 208 KiB shared
 (3 stages + 64 KiB C tile), 1 UTMASTG, no STG. Measured on an H200 (benchmarks/results/sm90_bf16_ladder.json,
 2026-11-29; do_bench medians, torch.matmul side by side): 705 TFLOP/s at 4096^3 (0.97x), 684 at 8192^3 (1.02x), 96%
 tensor-pipe active: within run-to-run noise of v06 at these shapes; what it buys is the shared-memory budget and the

@@ -21,7 +21,7 @@ What to look for in SASS: EPILOGUE_SPLIT `UTMASTG.2D` per tile with a bulk-store
 store in flight between them, 4-slot ring addressing, and otherwise v08's producer/consumer structure
 (`USETMAXREG`, HGMMA only in the consumers, UTMALDG only in the producer).
 
-Figures at 4096^3 with the default knobs, compile-only (ptxas -v, sm_90a): 168 registers at entry, 0 spills, 224 KiB
+Figures at 4096^3 with the default knobs, compile-only on Triton 3.6.0 (ptxas -v, sm_90a): 168 registers at entry, 0 spills, 224 KiB
 shared (4 x 48 KiB ring + 2 x 16 KiB C slices), 4 UTMASTG per tile. Measured on an H200
 (benchmarks/results/sm90_bf16_ladder.json, 2026-11-29; do_bench medians, torch.matmul side by side): 718 TFLOP/s at
 4096^3 (0.99x), 712 at 8192^3 (1.05x), 670 at 8192x8192x2048 (1.01x), 668 at 16384x8192x4096 (1.00x), 97.5%

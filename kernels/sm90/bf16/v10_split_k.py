@@ -39,7 +39,7 @@ of the fp32 partial slices, one `ATOMG.E.ADD.STRONG.GPU` per unit guarded to one
 acq_rel fences (`MEMBAR.ALL.GPU` before it, `CCTL.IVALL` after it), the reducer's `LDG.E.64.STRONG.GPU`
 (ld.global.cg) reads of all S partials, and no local-memory traffic.
 
-Figures, compile-only (ptxas -v, sm_90a): 168 registers at entry, 0 spills, 224 KiB shared in every schedule.
+Figures, compile-only on Triton 3.6.0 (ptxas -v, sm_90a): 168 registers at entry, 0 spills, 224 KiB shared in every schedule.
 Measured on an H200 through the evaluator's runtime path (benchmarks/results/sm90_v10.md, host_launch.md,
 2026-12-01, median of 3 rounds, per-call eager ratio to torch.matmul interleaved call by call): 0.993x at 4096^3,
 1.021x at 8192^3, 1.008x at 8192x8192x2048, 1.013x at 16384x8192x4096, 0.983x at 256x8192x8192 (v09: 0.569x), geometric

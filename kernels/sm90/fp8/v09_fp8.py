@@ -18,7 +18,7 @@ What changes from kernels/sm90/bf16/v09_tuned.py:
 What to look for in SASS: `QGMMA.64x256x32.F32.E4M3.E4M3` in the consumers, two `LDG` of the scales, an `FMUL`
 pass over the 128 accumulator registers before the bf16 conversion, and v09's producer/consumer skeleton.
 
-Figures at 4096^3 with the default knobs, compile-only (ptxas -v, sm_90a): 168 registers at entry, 0 spills, 224 KiB
+Figures at 4096^3 with the default knobs, compile-only on Triton 3.6.0 (ptxas -v, sm_90a): 168 registers at entry, 0 spills, 224 KiB
 shared, QGMMA.64x256x32 in the consumers. Measured on an H200 (benchmarks/results/sm90_bf16_ladder.json, 2026-11-29;
 do_bench medians, torch._scaled_mm side by side): 1371 TFLOP/s at 4096^3 (1.13x torch._scaled_mm), 1298 at 8192^3
 (1.08x), 1179 at 8192x8192x2048 (1.06x), 1227 at 16384x8192x4096 (1.01x), 95% tensor-pipe active; 256 x 8192 x 8192

@@ -28,7 +28,7 @@ pass before each bf16 conversion; in the split-K variant 64 `STG.E.64` of the pa
 `ATOMG.E.ADD.STRONG.GPU` per unit between `MEMBAR.ALL.GPU` and `CCTL.IVALL`, and the reducer's
 `LDG.E.64.STRONG.GPU` reads of all S partials.
 
-Figures, compile-only (ptxas -v, sm_90a): 168 registers at entry, 0 spills, 224 KiB shared. Measured on an H200
+Figures, compile-only on Triton 3.6.0 (ptxas -v, sm_90a): 168 registers at entry, 0 spills, 224 KiB shared. Measured on an H200
 through the evaluator's runtime path (benchmarks/results/sm90_v10.md, 2026-12-01, median of 3 rounds, per-call
 eager ratio to torch._scaled_mm with use_fast_accum=True): 0.987x at 4096^3 (v09-fp8: 0.990x here,
 0.627x in the first device call of the day, when its host time exceeded its GPU time), 1.017x at 8192^3, 1.010x at 8192x8192x2048, 1.021x at
