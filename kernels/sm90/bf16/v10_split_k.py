@@ -11,6 +11,8 @@ What this stage adds, on top of the tuned warp-specialized kernel of v09:
    current stream (CompiledKernel.run would re-encode the three tensor maps every call; the raw launcher takes
    them encoded). The JIT path stays for the first call of a geometry (it compiles), for launch hooks
    (profilers), and for the compile-only driver; new pointers cost three descriptor records and three encodes.
+   The raw C launcher is Triton 3.6's generated one; from 3.7 there is none, and every call takes the Plan's
+   `CompiledKernel.run` (the tensor maps re-encoded per call; not measured on the H200, which has 3.6).
 2. A small decision table inside `launch`, evaluated once per geometry (never by timing at call time):
 
    | geometry (128 x 256 tiles vs 132 SMs)              | schedule                                              |
@@ -415,6 +417,8 @@ def raw_launcher(kernel):
     """
     md = kernel.metadata
     if md.global_scratch_size or md.profile_scratch_size or getattr(md, "num_ctas", 1) != 1:
+        return None
+    if not hasattr(nvidia_driver, "make_launcher"):  # Triton 3.6 generates this C source; 3.7 on has no such step
         return None
     names = kernel.src.fn.arg_names
     constants = {((names.index(k),) if isinstance(k, str) else k): v for k, v in kernel.src.constants.items()}

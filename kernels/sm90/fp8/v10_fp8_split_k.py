@@ -409,6 +409,8 @@ def raw_launcher(kernel):
     md = kernel.metadata
     if md.global_scratch_size or md.profile_scratch_size or getattr(md, "num_ctas", 1) != 1:
         return None
+    if not hasattr(nvidia_driver, "make_launcher"):  # Triton 3.6 generates this C source; 3.7 on has no such step
+        return None
     names = kernel.src.fn.arg_names
     constants = {((names.index(k),) if isinstance(k, str) else k): v for k, v in kernel.src.constants.items()}
     source = nvidia_driver.make_launcher(constants, dict(kernel.src.signature), md.tensordesc_meta)
