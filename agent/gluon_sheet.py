@@ -1,10 +1,12 @@
 """A short Gluon API sheet, generated from the installed Triton for the names a ladder's stages use.
 
 The model should call the functions and build the layouts that exist in the Triton it is compiled with
-(3.6.0 here), with their real signatures. So the sheet is read from the reference stages' source (which
-Gluon names they use, through `gl.` attribute chains and `from ... import` lines) and resolved against the
-installed modules: vendor-specific functions (the `amd` / `nvidia` subpackages) and every layout class,
-plus shared-memory allocation, each with its signature and the first line of its docstring.
+(the sheet names that release), with their real signatures. So the sheet is read from the reference stages'
+source (which Gluon names they use, through `gl.` attribute chains, `from ... import` lines and the stages'
+version aliases `new = getattr(module, "new_name", None) or module.old_name`) and resolved against the installed
+modules: vendor-specific functions (the `amd` / `nvidia` subpackages) and every layout class, plus shared-memory
+allocation, each with its signature and the first line of its docstring. Of a version alias only the name the
+installed release offers is listed.
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import ast
 import functools
 import importlib
 import inspect
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from evaluator.policy import attribute_chain
 
@@ -36,23 +38,69 @@ def _aliases(tree: ast.Module) -> dict[str, str]:
     return names
 
 
-def used_names(sources: Iterable[str]) -> list[str]:
-    """Full dotted paths of the Gluon names the sources use (longest attribute chains), sorted."""
-    found = set()
+def _is_getattr(node: ast.AST) -> bool:
+    """`getattr(owner, "literal name", ...)`."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr" \
+        and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)
+
+
+def _path(node: ast.AST, aliases: dict[str, str]) -> str | None:
+    """The dotted Gluon path of an attribute chain (`tma.async_load`), or of `getattr(tma, "async_load", ...)`."""
+    if _is_getattr(node):
+        owner = _path(node.args[0], aliases)
+        return f"{owner}.{node.args[1].value}" if owner else None
+    chain = attribute_chain(node) if isinstance(node, (ast.Attribute, ast.Name)) else None
+    return ".".join([aliases[chain[0]], *chain[1:]]) if chain and chain[0] in aliases else None
+
+
+def _trees(sources: Iterable[str]) -> Iterator[ast.Module]:
     for source in sources:
         try:
-            tree = ast.parse(source)
+            yield ast.parse(source)
         except SyntaxError:
             continue
+
+
+def used_names(sources: Iterable[str]) -> list[str]:
+    """Full dotted paths of the Gluon names the sources use (longest attribute chains and literal `getattr`s),
+    sorted."""
+    found = set()
+    for tree in _trees(sources):
         aliases = _aliases(tree)
-        parents = {id(child) for node in ast.walk(tree) if isinstance(node, ast.Attribute)
-                   for child in [node.value]}
+        parents = {id(child) for node in ast.walk(tree)
+                   for child in ([node.value] if isinstance(node, ast.Attribute) else
+                                 node.args[:1] if _is_getattr(node) else [])}
         for node in ast.walk(tree):
-            if isinstance(node, (ast.Attribute, ast.Name)) and id(node) not in parents:
-                chain = attribute_chain(node)
-                if chain and chain[0] in aliases:
-                    found.add(".".join([aliases[chain[0]], *chain[1:]]))
+            if isinstance(node, (ast.Attribute, ast.Name, ast.Call)) and id(node) not in parents:
+                path = _path(node, aliases)
+                if path:
+                    found.add(path)
     return sorted(found)
+
+
+def version_alternatives(sources: Iterable[str]) -> dict[str, tuple[str, ...]]:
+    """Each version alias of the sources (`x = getattr(m, "new", None) or m.old`) as every name it may resolve
+    to, by its last (the oldest) alternative: {"...tma.async_copy_global_to_shared": ("...tma.async_load",
+    "...tma.async_copy_global_to_shared")}."""
+    groups = {}
+    for tree in _trees(sources):
+        aliases = _aliases(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or):
+                paths = tuple(_path(value, aliases) for value in node.values)
+                if len(paths) > 1 and all(paths):
+                    groups[paths[-1]] = paths
+    return groups
+
+
+def installed_names(sources: Iterable[str]) -> list[str]:
+    """`used_names` with each version alias reduced to the first of its names the installed Triton has."""
+    sources = tuple(sources)
+    drop = set()
+    for group in version_alternatives(sources).values():
+        chosen = next((path for path in group if _resolve(path) is not None), None)
+        drop |= {path for path in group if path != chosen}
+    return [path for path in used_names(sources) if path not in drop]
 
 
 def _resolve(path: str):
@@ -100,10 +148,8 @@ def _short(path: str) -> str:
 
 @functools.cache
 def _sheet(sources: tuple[str, ...]) -> str:
-    import triton
-
     rows = []
-    for path in used_names(sources):
+    for path in installed_names(sources):
         if not _listed(path):
             continue
         obj = _resolve(path)
@@ -114,8 +160,15 @@ def _sheet(sources: tuple[str, ...]) -> str:
     if not rows:
         return ""
     more = f"\n- ... {len(rows) - SHEET_LIMIT} more" if len(rows) > SHEET_LIMIT else ""
-    return (f"(installed Triton {triton.__version__}; names the reference stages use, `gl` = "
+    return (f"(installed Triton {installed_triton()}; names the reference stages use, `gl` = "
             f"{GLUON}.language)\n" + "\n".join(rows[:SHEET_LIMIT]) + more)
+
+
+def installed_triton() -> str:
+    """The installed Triton's version ("3.9.0"): the release the prompt tells the model it writes Gluon for."""
+    import triton
+
+    return triton.__version__
 
 
 def api_sheet(sources: Iterable[str]) -> str:

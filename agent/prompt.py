@@ -30,7 +30,7 @@ from evaluator.targets import get_target
 
 from .edits import format_instructions
 from .figures import figures, headline
-from .gluon_sheet import api_sheet
+from .gluon_sheet import api_sheet, installed_triton
 from .ideas import Idea, reply_format, tried_section
 from .proposers import PlanRequest, ProposalContext
 from .proposers.ladder import Stage
@@ -401,7 +401,7 @@ def _idea_task(context: ProposalContext, slot: Slot) -> str:
 def system_message(target: str, objective: str) -> str:
     return (
         f"You are an expert GPU kernel engineer optimizing a GEMM kernel written in Triton's Gluon dialect "
-        f"(Triton 3.6.0) for {target}. Every proposal is compiled for the target and checked by an evaluator; "
+        f"(Triton {installed_triton()}) for {target}. Every proposal is compiled for the target and checked by an evaluator; "
         f"it is accepted only if it improves: {objective}.\n\n"
         "The file follows a contract: keep its module-level TARGET, DTYPE, OUT_DTYPE, SHAPES, SHAPE_MULTIPLE, "
         "KNOBS (and KNOB_CHOICES if present) declarations and its `launch(a, b, c, **knobs)` function, which "

@@ -15,7 +15,7 @@ from evaluator.contract import load_candidate
 from evaluator.ladder import ladder_dirs, stage_paths
 from evaluator.targets import get_target
 
-pytestmark = pytest.mark.slow  # compiles every stage of the gfx950 ladder
+pytestmark = [pytest.mark.slow, pytest.mark.compiler]  # compiles every stage of the gfx950 ladder
 
 LADDER = ladder_dirs("gfx950")[0]
 STAGES = [p.stem for p in stage_paths(LADDER)]

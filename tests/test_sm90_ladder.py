@@ -19,7 +19,7 @@ from evaluator.targets import get_target
 from evaluator.targets.nvidia import sass
 from evaluator.targets.nvidia.static import ptxas_arch
 
-pytestmark = pytest.mark.slow  # compiles every stage of the sm90 ladders
+pytestmark = [pytest.mark.slow, pytest.mark.compiler]  # compiles every stage of the sm90 ladders
 
 ROOT = Path(__file__).resolve().parent.parent
 LADDER = ROOT / "kernels" / "sm90" / "bf16"

@@ -10,6 +10,8 @@ from evaluator.compile import compile_candidate
 from evaluator.contract import load_candidate
 from evaluator.targets import get_target
 
+pytestmark = pytest.mark.compiler  # reads real compiler output: CI runs it on two Triton releases
+
 GFX950 = get_target("gfx950")
 
 
@@ -88,3 +90,14 @@ def test_instruction_mix_counts_the_loop_body(static_eval):
     assert loop["mfma"] == st["mfma_count"]  # every MFMA of this kernel sits in its K loop
     assert loop["global_load"] > 0 and loop["s_waitcnt"] > 0
     assert "v_mfma" in loop["excerpt"]
+
+
+def test_assembly_without_its_register_metadata_is_a_compile_failure_not_zeros(small):
+    from evaluator.errors import CompileFailure
+    from evaluator.targets.amd import amdgcn
+
+    kernel, _ = small
+    cut = kernel.asm["amdgcn"].split(".amdgpu_metadata")[0]  # the code, without the HSA metadata after it
+    assert amdgcn.parse_resource_usage(kernel.asm["amdgcn"]).total_vgprs > 0
+    with pytest.raises(CompileFailure, match="no .vgpr_count metadata"):
+        amdgcn.parse_resource_usage(cut)

@@ -10,6 +10,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
+from ...errors import CompileFailure
 from ...isa import cfg
 from ...isa.common import Instruction
 
@@ -42,6 +43,10 @@ def _comment_int(text: str, key: str) -> int | None:
 
 
 def parse_resource_usage(text: str) -> ResourceUsage:
+    """The kernel's register, spill and scratch report. Assembly without the `.vgpr_count` metadata (the backend
+    stopped before emitting it) raises CompileFailure: zeros would read as a kernel that needs no registers."""
+    if not re.search(r"^\s*(?:-\s+)?\.vgpr_count:\s+\d+", text, re.MULTILINE):
+        raise CompileFailure("the AMDGPU assembly carries no .vgpr_count metadata: no register report to read")
     total = _meta_int(text, "vgpr_count")
     agprs = _meta_int(text, "agpr_count")
     arch = _comment_int(text, "NumVgprs")

@@ -1,7 +1,8 @@
 """Parse Hopper SASS (from `nvdisasm -c` on Triton's cubin) and ptxas's resource report.
 
-Registers, stack frame and spill bytes come from `ptxas -v` run on the kernel's PTX with the target's
-`--gpu-name`; the instruction mix and loops from the control-flow graph of the disassembly (evaluator.isa.cfg).
+Registers, stack frame and spill bytes come from `ptxas -v` (the one Triton assembles the arch with) run on the
+kernel's PTX with the target's `--gpu-name`; the instruction mix and loops from the control-flow graph of the
+disassembly (evaluator.isa.cfg).
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...errors import CompileFailure
 from ...isa import cfg
 from ...isa.common import Instruction
 
@@ -38,21 +40,38 @@ def _tool(name: str) -> str:
     return getattr(knobs.nvidia, name).path
 
 
-def _ptxas_for(arch: str) -> str:
-    """Triton ships a newer ptxas for Blackwell (sm_100 and up); the Hopper one cannot read that PTX."""
-    major = int(re.match(r"sm_(\d+)", arch).group(1))
-    return _tool("ptxas_blackwell" if major >= 100 else "ptxas")
+def ptxas_for(arch: str) -> str:
+    """The ptxas Triton itself assembles `arch` ("sm_90a") with: which of its two bundled ones that is moved
+    between releases (up to 3.8 the Blackwell one from sm_100 on; from 3.9, whose PTX for sm_90a is of a newer
+    ISA, from sm_90 on), so the choice is Triton's own `get_ptxas`."""
+    from triton.backends.nvidia.compiler import get_ptxas
+
+    return get_ptxas(int(re.match(r"sm_(\d+)", arch).group(1))).path
 
 
 @functools.lru_cache(maxsize=64)  # a kernel is analysed again for each model variant (fits, ladders)
 def ptxas_resource_usage(ptx: str, arch: str) -> ResourceUsage:
-    """ptxas -v's register, stack and spill report for `ptx` compiled for `arch` ("sm_90a")."""
+    """ptxas -v's register, stack and spill report for `ptx` compiled for `arch` ("sm_90a").
+
+    A ptxas that fails, or answers without a register count, raises CompileFailure with its message: a record
+    of 0 registers and 0 spills would read as a perfect kernel."""
+    ptxas = ptxas_for(arch)
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp, "k.ptx")
         src.write_text(ptx)
-        result = subprocess.run([_ptxas_for(arch), "-v", "--gpu-name", arch, str(src), "-o", str(Path(tmp, "k.o"))],
+        result = subprocess.run([ptxas, "-v", "--gpu-name", arch, str(src), "-o", str(Path(tmp, "k.o"))],
                                 capture_output=True, text=True, timeout=300, check=False)
-    return parse_ptxas_report(result.stdout + result.stderr)
+    report = result.stdout + result.stderr
+    if result.returncode != 0 or not re.search(r"Used \d+ registers", report):
+        said = next((ln.strip() for ln in report.splitlines() if "error" in ln.lower()), None) \
+            or _last_nonblank(report) or f"exit code {result.returncode}"
+        raise CompileFailure(f"ptxas ({Path(ptxas).name}, --gpu-name {arch}) failed on the kernel's PTX: {said[:300]}")
+    return parse_ptxas_report(report)
+
+
+def _last_nonblank(text: str) -> str | None:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[-1] if lines else None
 
 
 def parse_ptxas_report(text: str) -> ResourceUsage:

@@ -150,9 +150,9 @@ def _operand_layouts(rows: int, block_k: int, num_warps: int):
     lane_rows = [[1 << i, 0, 0] for i in range(_log2(row_lanes))]
     inner_rows = [[0, 1 << i, 0] for i in range(4)]
     outer_rows = [[1 << i, 0, 0] for i in range(_log2(row_lanes), _log2(rows // 16))]
-    smem = gl.PaddedSharedLayout(interval_padding_pairs=[[512, 16]],
-                                 offset_bases=k_bits + lane_rows + inner_rows + outer_rows,
-                                 block_bases=[], shape=[rows // 16, 16, block_k])
+    # Positional: the third field (CTA bases, empty for one CTA) is `block_bases` to Triton 3.6, `cga_layout` from 3.7.
+    smem = gl.PaddedSharedLayout([[512, 16]], k_bits + lane_rows + inner_rows + outer_rows, [],
+                                 [rows // 16, 16, block_k])
     return load, smem
 
 

@@ -68,6 +68,7 @@ def lds_layout(rows, cols):
     bases = [[0, 1], [0, 2], [0, 4], [0, 8], [1, 0], [2, 0], [4, 0]]
     bases += [[0, 1 << i] for i in range(4, cols.bit_length() - 1)]
     bases += [[1 << i, 0] for i in range(3, rows.bit_length() - 1)]
+    # Positional: the third field (CTA bases, empty for one CTA) is `block_bases` to Triton 3.6, `cga_layout` from 3.7.
     return gl.PaddedSharedLayout([[1024, 128]], bases, [], [rows, cols])
 
 

@@ -2,7 +2,7 @@
 
 What this stage adds (diff against v00)
 ---------------------------------------
-* Operand tiles arrive by TMA (`tma.async_copy_global_to_shared`, completion on an mbarrier) in the NVMMA
+* Operand tiles arrive by TMA (`tma_load`, completion on an mbarrier) in the NVMMA
   shared layout, instead of global loads converted through shared memory by every thread.
 * `tcgen05_mma` multiplies the two shared-memory tiles into an accumulator that lives in tensor memory
   (TMEM, `allocate_tensor_memory`), not in registers: one thread issues it for the whole CTA, and
@@ -19,16 +19,29 @@ import torch
 import triton
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia import blackwell
 from triton.experimental.gluon.language.nvidia.blackwell import (
     TensorMemoryLayout,
     allocate_tensor_memory,
-    get_tmem_reg_layout,
     mbarrier,
     tcgen05_commit,
     tcgen05_mma,
     tma,
 )
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+from triton.runtime.jit import constexpr_function
+
+# Gluon names that changed between Triton 3.6 and 3.9, resolved once from the installed release.
+tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared  # renamed in 3.8
+
+
+@constexpr_function
+def descriptor_reg_layout(element_ty, shape, layout, num_warps):
+    """From 3.8 the tensor-memory descriptor's type gives its tcgen05.ld register layout (32x32b)."""
+    return blackwell.tensor_memory_descriptor_type(element_ty, shape, layout, shape).get_reg_layout(num_warps)
+
+
+tmem_reg_layout = getattr(blackwell, "get_tmem_reg_layout", None) or descriptor_reg_layout  # moved in 3.8
 
 STAGE = "v01"
 TECHNIQUE = "tcgen05: TMA tiles, MMA accumulating in tensor memory (unpipelined)"
@@ -61,8 +74,8 @@ def gemm_kernel(a_desc, b_desc, c_ptr, M, N, K, num_warps: gl.constexpr):
     use_acc = False  # TMEM is not zeroed: the first MMA overwrites it
     for k in range(0, K, BLOCK_K):
         mbarrier.expect(load_bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(a_desc, [off_m, k], load_bar, a_smem)
-        tma.async_copy_global_to_shared(b_desc, [off_n, k], load_bar, b_smem)
+        tma_load(a_desc, [off_m, k], load_bar, a_smem)
+        tma_load(b_desc, [off_n, k], load_bar, b_smem)
         mbarrier.wait(load_bar, phase)
         tcgen05_mma(a_smem, b_smem.permute((1, 0)), acc_tmem, use_acc=use_acc)
         tcgen05_commit(mma_bar)
@@ -72,7 +85,7 @@ def gemm_kernel(a_desc, b_desc, c_ptr, M, N, K, num_warps: gl.constexpr):
     mbarrier.invalidate(load_bar)
     mbarrier.invalidate(mma_bar)
 
-    acc = acc_tmem.load(get_tmem_reg_layout(gl.float32, (BLOCK_M, BLOCK_N), tmem_layout, num_warps))
+    acc = acc_tmem.load(tmem_reg_layout(gl.float32, (BLOCK_M, BLOCK_N), tmem_layout, num_warps))
     store_layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
     out = gl.convert_layout(acc.to(gl.bfloat16), store_layout)
     rows_c = off_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, store_layout))

@@ -15,7 +15,7 @@ What to look for in SASS: `HMMA.16816.F32.BF16` in the loop, `LDG.E.128` global 
 There is no software pipelining: each load is consumed in the same iteration, so the warps stall on global
 latency every step.
 
-Figures at 4096^3 with the default knobs, compile-only (ptxas -v, sm_90a): 230 registers, 0 spills, 4 KiB shared
+Figures at 4096^3 with the default knobs, compile-only on Triton 3.6.0 (ptxas -v, sm_90a): 230 registers, 0 spills, 4 KiB shared
 (conversion scratch), 64 HMMA.16816 per K step. BLOCK_K = 64 doubles the operand registers: at 4 warps ptxas then
 spills, also inside the K loop; at 8 warps it does not. Measured on an H200 (benchmarks/results/sm90_bf16_ladder.json,
 2026-11-29; do_bench medians, torch.matmul side by side): 152 TFLOP/s at 4096^3 (0.20x torch.matmul), 150 at 8192^3

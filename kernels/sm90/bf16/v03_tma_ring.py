@@ -14,7 +14,7 @@ targets a slot computed from the iteration count; shared memory grows to NUM_STA
 followed at once by `WARPGROUP.DEPBAR.LE gsb0, 0x0`: the warps wait for every MMA before issuing the next
 copies, which the next stage removes.
 
-Figures at 4096^3 with the default knobs, compile-only (ptxas -v, sm_90a): 154 registers, 0 spills, 96 KiB shared
+Figures at 4096^3 with the default knobs, compile-only on Triton 3.6.0 (ptxas -v, sm_90a): 154 registers, 0 spills, 96 KiB shared
 with 3 stages (two CTAs fit on an SM). Measured on an H200 (benchmarks/results/sm90_bf16_ladder.json, 2026-11-29;
 do_bench medians, torch.matmul side by side): 671 TFLOP/s at 4096^3 (0.92x), 620 at 8192^3 (0.92x), 93% tensor-pipe
 active.
@@ -25,6 +25,9 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+# Gluon names that changed between Triton 3.6 and 3.9, resolved once from the installed release.
+tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared  # renamed in 3.8
 
 STAGE = "v03"
 TECHNIQUE = "multi-stage TMA ring (NUM_STAGES slots, one mbarrier each)"
@@ -44,8 +47,8 @@ def issue_load(a_desc, b_desc, a_smem, b_smem, ready, i, off_m, off_n, pred,
     s = i % NUM_STAGES
     bar = ready.index(s)
     mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes, pred=pred)
-    tma.async_copy_global_to_shared(a_desc, [off_m, i * BLOCK_K], bar, a_smem.index(s), pred=pred)
-    tma.async_copy_global_to_shared(b_desc, [off_n, i * BLOCK_K], bar, b_smem.index(s), pred=pred)
+    tma_load(a_desc, [off_m, i * BLOCK_K], bar, a_smem.index(s), pred=pred)
+    tma_load(b_desc, [off_n, i * BLOCK_K], bar, b_smem.index(s), pred=pred)
 
 
 @gluon.jit

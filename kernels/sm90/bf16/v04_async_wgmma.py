@@ -13,7 +13,7 @@ back-to-back while the single issuing warpgroup does its bookkeeping (barrier wa
 What to look for in SASS: `WARPGROUP.DEPBAR.LE gsb0, 0x1` (one group allowed in flight) where v03 had `0x0`,
 the `UTMALDG.2D` pair placed after it, and the accumulator registers now live across the wait.
 
-Figures at 4096^3 with the default knobs, compile-only (ptxas -v, sm_90a): 154 registers, 0 spills, 96 KiB shared.
+Figures at 4096^3 with the default knobs, compile-only on Triton 3.6.0 (ptxas -v, sm_90a): 154 registers, 0 spills, 96 KiB shared.
 Measured on an H200 (benchmarks/results/sm90_bf16_ladder.json, 2026-11-29; do_bench medians, torch.matmul side by
 side): 662 TFLOP/s at 4096^3 (0.91x), 575 at 8192^3 (0.86x), 89% tensor-pipe active. At this tile (128 x 128, 4
 warps, two CTAs per SM) asynchrony did not beat v03 (the first run gave 701 vs 671 at 4096^3 but 570 vs 623 at
@@ -26,6 +26,9 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+# Gluon names that changed between Triton 3.6 and 3.9, resolved once from the installed release.
+tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared  # renamed in 3.8
 
 STAGE = "v04"
 TECHNIQUE = "asynchronous wgmma, one group in flight, overlapping the next TMA loads"
@@ -45,8 +48,8 @@ def issue_load(a_desc, b_desc, a_smem, b_smem, ready, i, off_m, off_n, pred,
     s = i % NUM_STAGES
     bar = ready.index(s)
     mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes, pred=pred)
-    tma.async_copy_global_to_shared(a_desc, [off_m, i * BLOCK_K], bar, a_smem.index(s), pred=pred)
-    tma.async_copy_global_to_shared(b_desc, [off_n, i * BLOCK_K], bar, b_smem.index(s), pred=pred)
+    tma_load(a_desc, [off_m, i * BLOCK_K], bar, a_smem.index(s), pred=pred)
+    tma_load(b_desc, [off_n, i * BLOCK_K], bar, b_smem.index(s), pred=pred)
 
 
 @gluon.jit

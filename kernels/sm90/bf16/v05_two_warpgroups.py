@@ -13,7 +13,7 @@ TMA issue) hide behind the other's MMAs.
 What to look for in SASS: `HGMMA.64x256x16.F32.BF16` (4 per K step per warpgroup), shared memory about
 NUM_STAGES x 48 KiB, and 156 registers per thread of which 128 hold the accumulator; still 0 spills.
 
-Figures at 4096^3 with the default knobs, compile-only (ptxas -v, sm_90a): 156 registers, 0 spills, 192 KiB shared
+Figures at 4096^3 with the default knobs, compile-only on Triton 3.6.0 (ptxas -v, sm_90a): 156 registers, 0 spills, 192 KiB shared
 (4 stages), one CTA per SM. Measured on an H200 (benchmarks/results/sm90_bf16_ladder.json, 2026-11-29; do_bench
 medians, torch.matmul side by side): 703 TFLOP/s at 4096^3 (0.98x), 663 at 8192^3 (0.99x), 96% tensor-pipe active.
 """
@@ -23,6 +23,9 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+# Gluon names that changed between Triton 3.6 and 3.9, resolved once from the installed release.
+tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared  # renamed in 3.8
 
 STAGE = "v05"
 TECHNIQUE = "128x256 tile over two consumer warpgroups (8 warps), wgmma n=256"
@@ -42,8 +45,8 @@ def issue_load(a_desc, b_desc, a_smem, b_smem, ready, i, off_m, off_n, pred,
     s = i % NUM_STAGES
     bar = ready.index(s)
     mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes, pred=pred)
-    tma.async_copy_global_to_shared(a_desc, [off_m, i * BLOCK_K], bar, a_smem.index(s), pred=pred)
-    tma.async_copy_global_to_shared(b_desc, [off_n, i * BLOCK_K], bar, b_smem.index(s), pred=pred)
+    tma_load(a_desc, [off_m, i * BLOCK_K], bar, a_smem.index(s), pred=pred)
+    tma_load(b_desc, [off_n, i * BLOCK_K], bar, b_smem.index(s), pred=pred)
 
 
 @gluon.jit

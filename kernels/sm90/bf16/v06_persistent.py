@@ -15,7 +15,7 @@ the integer division/modulo of the grouped mapping at its top, and the same HGMM
 The ring is still refilled only within a tile: the first NUM_STAGES - 1 copies of each tile are issued after
 the previous tile's epilogue, a bubble the next two stages attack.
 
-Figures at 4096^3 with the default knobs, compile-only (ptxas -v, sm_90a): 168 registers, 0 spills, 208 KiB shared
+Figures at 4096^3 with the default knobs, compile-only on Triton 3.6.0 (ptxas -v, sm_90a): 168 registers, 0 spills, 208 KiB shared
 (ring + epilogue scratch), grid 132. Measured on an H200 (benchmarks/results/sm90_bf16_ladder.json, 2026-11-29;
 do_bench medians, torch.matmul side by side): 747 TFLOP/s at 4096^3 (1.03x), 678 at 8192^3 (1.00x), 669 at
 16384x8192x4096 (1.03x), 96% tensor-pipe active.
@@ -26,6 +26,9 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+# Gluon names that changed between Triton 3.6 and 3.9, resolved once from the installed release.
+tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared  # renamed in 3.8
 
 STAGE = "v06"
 TECHNIQUE = "persistent grid (one CTA per SM) with grouped, L2-friendly tile order"
@@ -45,8 +48,8 @@ def issue_load(a_desc, b_desc, a_smem, b_smem, ready, i, k, off_m, off_n, pred,
     s = i % NUM_STAGES
     bar = ready.index(s)
     mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes, pred=pred)
-    tma.async_copy_global_to_shared(a_desc, [off_m, k * BLOCK_K], bar, a_smem.index(s), pred=pred)
-    tma.async_copy_global_to_shared(b_desc, [off_n, k * BLOCK_K], bar, b_smem.index(s), pred=pred)
+    tma_load(a_desc, [off_m, k * BLOCK_K], bar, a_smem.index(s), pred=pred)
+    tma_load(b_desc, [off_n, k * BLOCK_K], bar, b_smem.index(s), pred=pred)
 
 
 @gluon.jit

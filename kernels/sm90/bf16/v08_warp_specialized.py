@@ -17,7 +17,7 @@ What to look for in SASS: `USETMAXREG.DEALLOC.CTAPOOL` in the producer branch an
 branch (PTX `setmaxnreg.dec/inc.sync.aligned.u32`), the warp-id dispatch at kernel entry, `UTMALDG` only in the
 producer's code, `SYNCS.ARRIVE` on the empty barriers in the consumers' loop, and HGMMA only in the consumers'.
 
-Figures at 4096^3 with the default knobs, compile-only (ptxas -v, sm_90a): 168 registers at entry (setmaxnreg:
+Figures at 4096^3 with the default knobs, compile-only on Triton 3.6.0 (ptxas -v, sm_90a): 168 registers at entry (setmaxnreg:
 consumers 240, producer 40), 0 spills, 208 KiB shared, 12 warps (8 consumers + the producer warp padded to a
 warpgroup). Measured on an H200 (benchmarks/results/sm90_bf16_ladder.json, 2026-11-29; do_bench medians,
 torch.matmul side by side): 719 TFLOP/s at 4096^3 (1.00x), 689 at 8192^3 (1.02x), 668 at 8192x8192x2048 (1.01x),
@@ -35,6 +35,11 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+# Gluon names that changed between Triton 3.6 and 3.9, resolved once from the installed release.
+tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared  # renamed in 3.8
+tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global  # renamed in 3.8
+barrier = getattr(gl, "barrier", None) or gl.thread_barrier  # renamed in 3.7
 
 STAGE = "v08"
 TECHNIQUE = "warp specialization: 1 TMA producer warp + 2 consumer warpgroups, setmaxnreg"
@@ -78,8 +83,8 @@ def producer(a_desc, b_desc, c_desc, a_smem, b_smem, c_smem, ready, empty, M, N,
             mbarrier.wait(empty.index(s), ((i // NUM_STAGES) & 1) ^ 1)
             bar = ready.index(s)
             mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(a_desc, [pid_m * BLOCK_M, k * BLOCK_K], bar, a_smem.index(s))
-            tma.async_copy_global_to_shared(b_desc, [pid_n * BLOCK_N, k * BLOCK_K], bar, b_smem.index(s))
+            tma_load(a_desc, [pid_m * BLOCK_M, k * BLOCK_K], bar, a_smem.index(s))
+            tma_load(b_desc, [pid_n * BLOCK_N, k * BLOCK_K], bar, b_smem.index(s))
             i += 1
 
 
@@ -105,17 +110,17 @@ def consumer(a_desc, b_desc, c_desc, a_smem, b_smem, c_smem, ready, empty, M, N,
             acc = warpgroup_mma(a_smem.index(s), b_smem.index(s).permute((1, 0)), acc, is_async=True)
             acc, _, _ = warpgroup_mma_wait(num_outstanding=1, deps=(acc, a_smem.index(s), b_smem.index(s)))
             # Step i - 1 has retired in every warp once all have passed the wait: hand its slot back.
-            gl.thread_barrier()
+            barrier()
             mbarrier.arrive(empty.index((i + NUM_STAGES - 1) % NUM_STAGES), pred=k > 0)
             i += 1
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-        gl.thread_barrier()
+        barrier()
         mbarrier.arrive(empty.index((i + NUM_STAGES - 1) % NUM_STAGES))
 
         tma.store_wait(pendings=0)  # the previous tile's store must have read c_smem before we overwrite it
         c_smem.store(acc.to(gl.bfloat16))
         fence_async_shared()
-        tma.async_copy_shared_to_global(c_desc, [pid_m * BLOCK_M, pid_n * BLOCK_N], c_smem)
+        tma_store(c_desc, [pid_m * BLOCK_M, pid_n * BLOCK_N], c_smem)
     tma.store_wait(pendings=0)
 
 

@@ -21,7 +21,7 @@ What to look for in SASS: EPILOGUE_SPLIT `UTMASTG.2D` per tile with a bulk-store
 store in flight between them, 4-slot ring addressing, and otherwise v08's producer/consumer structure
 (`USETMAXREG`, HGMMA only in the consumers, UTMALDG only in the producer).
 
-Figures at 4096^3 with the default knobs, compile-only (ptxas -v, sm_90a): 168 registers at entry, 0 spills, 224 KiB
+Figures at 4096^3 with the default knobs, compile-only on Triton 3.6.0 (ptxas -v, sm_90a): 168 registers at entry, 0 spills, 224 KiB
 shared (4 x 48 KiB ring + 2 x 16 KiB C slices), 4 UTMASTG per tile. Measured on an H200
 (benchmarks/results/sm90_bf16_ladder.json, 2026-11-29; do_bench medians, torch.matmul side by side): 718 TFLOP/s at
 4096^3 (0.99x), 712 at 8192^3 (1.05x), 670 at 8192x8192x2048 (1.01x), 668 at 16384x8192x4096 (1.00x), 97.5%
@@ -41,6 +41,11 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+# Gluon names that changed between Triton 3.6 and 3.9, resolved once from the installed release.
+tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared  # renamed in 3.8
+tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global  # renamed in 3.8
+barrier = getattr(gl, "barrier", None) or gl.thread_barrier  # renamed in 3.7
 
 STAGE = "v09"
 TECHNIQUE = "final tuning: split double-buffered TMA-store epilogue, 4-stage ring, grid-filling tile"
@@ -83,7 +88,7 @@ def store_slice(c_desc, c_smem, value, off_m, off_n, t):
     tma.store_wait(pendings=1)
     buf.store(value)
     fence_async_shared()
-    tma.async_copy_shared_to_global(c_desc, [off_m, off_n], buf)
+    tma_store(c_desc, [off_m, off_n], buf)
 
 
 @gluon.jit
@@ -105,8 +110,8 @@ def producer(a_desc, b_desc, c_desc, a_smem, b_smem, c_smem, ready, empty, M, N,
             mbarrier.wait(empty.index(s), ((i // NUM_STAGES) & 1) ^ 1)
             bar = ready.index(s)
             mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(a_desc, [pid_m * BLOCK_M, k * BLOCK_K], bar, a_smem.index(s))
-            tma.async_copy_global_to_shared(b_desc, [pid_n * BLOCK_N, k * BLOCK_K], bar, b_smem.index(s))
+            tma_load(a_desc, [pid_m * BLOCK_M, k * BLOCK_K], bar, a_smem.index(s))
+            tma_load(b_desc, [pid_n * BLOCK_N, k * BLOCK_K], bar, b_smem.index(s))
             i += 1
 
 
@@ -134,11 +139,11 @@ def consumer(a_desc, b_desc, c_desc, a_smem, b_smem, c_smem, ready, empty, M, N,
             acc = warpgroup_mma(a_smem.index(s), b_smem.index(s).permute((1, 0)), acc, is_async=True)
             acc, _, _ = warpgroup_mma_wait(num_outstanding=1, deps=(acc, a_smem.index(s), b_smem.index(s)))
             # Step i - 1 has retired in every warp once all have passed the wait: hand its slot back.
-            gl.thread_barrier()
+            barrier()
             mbarrier.arrive(empty.index((i + NUM_STAGES - 1) % NUM_STAGES), pred=k > 0)
             i += 1
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-        gl.thread_barrier()
+        barrier()
         mbarrier.arrive(empty.index((i + NUM_STAGES - 1) % NUM_STAGES))
 
         out = acc.to(gl.bfloat16)

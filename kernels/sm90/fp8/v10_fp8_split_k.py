@@ -28,7 +28,7 @@ pass before each bf16 conversion; in the split-K variant 64 `STG.E.64` of the pa
 `ATOMG.E.ADD.STRONG.GPU` per unit between `MEMBAR.ALL.GPU` and `CCTL.IVALL`, and the reducer's
 `LDG.E.64.STRONG.GPU` reads of all S partials.
 
-Figures, compile-only (ptxas -v, sm_90a): 168 registers at entry, 0 spills, 224 KiB shared. Measured on an H200
+Figures, compile-only on Triton 3.6.0 (ptxas -v, sm_90a): 168 registers at entry, 0 spills, 224 KiB shared. Measured on an H200
 through the evaluator's runtime path (benchmarks/results/sm90_v10.md, 2026-12-01, median of 3 rounds, per-call
 eager ratio to torch._scaled_mm with use_fast_accum=True): 0.987x at 4096^3 (v09-fp8: 0.990x here,
 0.627x in the first device call of the day, when its host time exceeded its GPU time), 1.017x at 8192^3, 1.010x at 8192x8192x2048, 1.021x at
@@ -51,6 +51,11 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 from triton.runtime.build import compile_module_from_src
+
+# Gluon names that changed between Triton 3.6 and 3.9, resolved once from the installed release.
+tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared  # renamed in 3.8
+tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global  # renamed in 3.8
+barrier = getattr(gl, "barrier", None) or gl.thread_barrier  # renamed in 3.7
 
 STAGE = "v10-fp8"
 TECHNIQUE = "fp8 (QGMMA) with v10's lean cached launch path, per-shape schedule table and split-K"
@@ -117,7 +122,7 @@ def store_slice(c_desc, c_smem, value, off_m, off_n, t):
     tma.store_wait(pendings=1)
     buf.store(value)
     fence_async_shared()
-    tma.async_copy_shared_to_global(c_desc, [off_m, off_n], buf)
+    tma_store(c_desc, [off_m, off_n], buf)
 
 
 @gluon.jit
@@ -165,8 +170,8 @@ def producer(a_desc, b_desc, c_desc, a_smem, b_smem, c_smem, ready, empty, ws_pt
             mbarrier.wait(empty.index(s), ((i // NUM_STAGES) & 1) ^ 1)
             bar = ready.index(s)
             mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(a_desc, [pid_m * BLOCK_M, k * BLOCK_K], bar, a_smem.index(s))
-            tma.async_copy_global_to_shared(b_desc, [pid_n * BLOCK_N, k * BLOCK_K], bar, b_smem.index(s))
+            tma_load(a_desc, [pid_m * BLOCK_M, k * BLOCK_K], bar, a_smem.index(s))
+            tma_load(b_desc, [pid_n * BLOCK_N, k * BLOCK_K], bar, b_smem.index(s))
             i += 1
 
 
@@ -203,11 +208,11 @@ def consumer(a_desc, b_desc, c_desc, a_smem, b_smem, c_smem, ready, empty, ws_pt
             acc = warpgroup_mma(a_smem.index(s), b_smem.index(s).permute((1, 0)), acc, is_async=True)
             acc, _, _ = warpgroup_mma_wait(num_outstanding=1, deps=(acc, a_smem.index(s), b_smem.index(s)))
             # Step i - 1 has retired in every warp once all have passed the wait: hand its slot back.
-            gl.thread_barrier()
+            barrier()
             mbarrier.arrive(empty.index((i + NUM_STAGES - 1) % NUM_STAGES), pred=k > k_lo)
             i += 1
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-        gl.thread_barrier()
+        barrier()
         mbarrier.arrive(empty.index((i + NUM_STAGES - 1) % NUM_STAGES), pred=k_hi > k_lo)
 
         off_m = pid_m * BLOCK_M
@@ -246,7 +251,7 @@ def consumer(a_desc, b_desc, c_desc, a_smem, b_smem, c_smem, ready, empty, ws_pt
             gl.store(mine + 2 * SUB_N + offs, q2)
             gl.store(mine + 3 * SUB_N + offs, q3)
             # Every consumer thread's stores precede the one release below (barrier, then one atomic).
-            gl.thread_barrier()
+            barrier()
             old = gl.atomic_add(cnt_ptr + tile, 1, sem="acq_rel", scope="gpu")
             if ((old + 1) & (SPLIT_K - 1)) == 0:
                 r0 = reduce_slice(ws_ptr, tile_base, 0, offs, SPLIT_K, SLOT)
@@ -403,6 +408,8 @@ def raw_launcher(kernel):
     """
     md = kernel.metadata
     if md.global_scratch_size or md.profile_scratch_size or getattr(md, "num_ctas", 1) != 1:
+        return None
+    if not hasattr(nvidia_driver, "make_launcher"):  # Triton 3.6 generates this C source; 3.7 on has no such step
         return None
     names = kernel.src.fn.arg_names
     constants = {((names.index(k),) if isinstance(k, str) else k): v for k, v in kernel.src.constants.items()}
