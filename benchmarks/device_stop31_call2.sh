@@ -8,7 +8,7 @@ set -o pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     && export PYTHONPATH=/tmp/site:$PWD || exit 1
 export PYTHONUNBUFFERED=1
-R=$OUT/r; mkdir -p $R
+R=/tmp/r; mkdir -p $R  # tarred into $OUT at the end (only 8 files come back)
 exec > >(tee $R/call2.log) 2>&1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv
 date -u
@@ -28,4 +28,4 @@ timeout 90 python3 -m agent.cli run --target sm90 --from kernels/sm90/bf16/v05_t
 echo "run exit: $?"
 tar czf $R/real_sm90_v05.tgz runs/real_sm90_v05
 date -u
-tar czf $OUT/call2.tgz -C $OUT r
+tar czf $OUT/call2.tgz -C /tmp r; cp $R/call2.log $OUT/
