@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 from evaluator import cli as evaluator_cli
@@ -27,7 +28,20 @@ from .proposers import TUNE_CACHE
 from .proposers.factory import ProposerSetupError, make_proposer
 from .proposers.llm import DEFAULT_MODEL
 from .proposers.tune import TuneCache
-from .reading import format_table, history, history_json, lineage, run_config, show, tree, verify
+from .reading import (
+    TABLE_LEGEND,
+    best_kernel,
+    format_table,
+    history,
+    history_json,
+    kernel_source,
+    lineage,
+    run_config,
+    show,
+    tree,
+    verify,
+    where_the_result_is,
+)
 from .report import PLOT_EXTRA, draw, html_report, plot_available
 from .runs import CommandError, NewRun, Resume, StartFailure, create_run, open_run, resume_run
 from .search import DEFAULT_BEAM, STRATEGIES, default_strategy
@@ -134,6 +148,8 @@ def register(subparsers) -> None:
     sh = subparsers.add_parser("show", help="the diff and evaluation of one step (3) or candidate (3.2)")
     sh.add_argument("run", metavar="RUN")
     sh.add_argument("step", metavar="STEP")
+    sh.add_argument("--kernel", action="store_true",
+                    help="print only the step's kernel file, e.g. nearpeak show RUN 3 --kernel > best.py")
     sh.add_argument("--runs-dir", default="runs")
     sh.set_defaults(func=cmd_show)
 
@@ -246,11 +262,12 @@ def cmd_run(args) -> int:
         _say(f"nearpeak run: error: {result.stop_reason} (exit {result.exit_code})")
     if args.json:
         print(json.dumps({**history_json(ledger), "stop_reason": result.stop_reason, "steps_run": result.steps_run,
-                          "exit_code": result.exit_code},
+                          "exit_code": result.exit_code, "best": asdict(best_kernel(ledger))},
                          indent=1))
     else:
         print(f"run: {ledger.path}\nmode: {config.mode} ({config.objective})\nstopped: {result.stop_reason}\n")
         print(format_table(history(ledger)))
+        print(f"{TABLE_LEGEND}\n\n{where_the_result_is(ledger)}")
     return result.exit_code
 
 
@@ -264,7 +281,9 @@ def cmd_history(args) -> int:
     print(f"run: {ledger.path}\ntarget: {config.target}  proposer: {config.proposer}  mode: {config.mode}\n"
           f"accept rule: {config.objective}\n")
     print(format_table(history(ledger)))
+    print(TABLE_LEGEND)
     print(f"\nsearch tree of accepted kernels (* = main's lineage):\n{tree(ledger)}")
+    print(f"\n{where_the_result_is(ledger)}")
     return EXIT_OK
 
 
@@ -272,7 +291,7 @@ def cmd_history(args) -> int:
 def cmd_show(args) -> int:
     ledger = open_run(args.run, args.runs_dir)
     try:
-        text = show(ledger, args.step)
+        text = kernel_source(ledger, args.step) if args.kernel else show(ledger, args.step)
     except LookupError as exc:
         raise CommandError(str(exc.args[0])) from None
     print(text, end="")
@@ -294,6 +313,7 @@ def cmd_replay(args) -> int:
     rows = [r for r in history(ledger) if r.commit in shas]
     print(f"run: {ledger.path} ({config.mode} mode)" + (f", lineage of {args.lineage}" if args.lineage else "") + "\n")
     print(format_table(rows))
+    print(TABLE_LEGEND)
     status = EXIT_OK
     if args.verify:
         drifts = verify(ledger, Evaluator(config.target, config.seed, config.candidate_timeout), Progress(),

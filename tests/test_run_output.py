@@ -1,0 +1,97 @@
+"""What a reader of a run meets first: where the result is, reasons shown whole, the steps there are.
+
+The runs come from the loop driven by the fake evaluator of tests/loop_support.py (real git ledgers, figures
+chosen by the tests); the commands are the real `nearpeak` CLI.
+"""
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+
+import pytest
+from agent_support import nearpeak
+from loop_support import ScriptedProposer, make_run, optimize
+
+from agent.evaluation import MEASURED, STATIC
+from agent.loop import KERNEL
+from agent.reading import REASON_WIDTH, best_kernel, format_table, history, where_the_result_is
+
+
+@pytest.fixture
+def static_run(tmp_path):
+    ledger, config = make_run(tmp_path, mode=STATIC, steps=3)
+    optimize(ledger, config, ScriptedProposer(["EFF = 0.45\n"], ["EFF = 0.40\n"], ["EFF = 0.5\n"]))
+    return ledger
+
+
+def test_the_end_of_a_run_names_the_best_kernel_and_how_to_get_its_file(static_run, capsys):
+    text = where_the_result_is(static_run)
+    assert "best kernel: step 3.1, idea 1: 500.0 TFLOP/s (static estimate), 1.667x the starting kernel " \
+           "(static estimate)" in text
+    for command in ("nearpeak history", "nearpeak report", "nearpeak show"):
+        assert f"{command} {static_run.path}" in text
+    # The command it prints gets the best kernel's file out, as committed on main.
+    show = re.search(r"nearpeak show (\S+) (\S+) --kernel > best.py", text)
+    code, out, err = nearpeak(capsys, "show", show.group(1), show.group(2), "--kernel")
+    assert code == 0, err
+    assert out == "EFF = 0.5\n" == static_run.read(static_run.main_line()[-1].sha, KERNEL).decode()
+    git = re.search(r"git -C (\S+) show main:kernel.py", text).group(0)
+    assert subprocess.run(shlex.split(git), capture_output=True, text=True, check=True).stdout == out
+
+
+def test_a_run_that_accepted_nothing_says_its_best_kernel_is_the_start(tmp_path):
+    ledger, config = make_run(tmp_path, mode=STATIC, steps=1)
+    optimize(ledger, config, ScriptedProposer(["EFF = 0.1\n"]))
+    best = best_kernel(ledger)
+    assert best.is_start and best.label == "0.0"
+    assert where_the_result_is(ledger).startswith("best kernel: the starting kernel (step 0; no step was accepted)")
+
+
+def test_a_measured_best_kernel_is_labelled_measured_with_its_interval(tmp_path):
+    ledger, config = make_run(tmp_path, mode=MEASURED, steps=1)
+    optimize(ledger, config, ScriptedProposer(["SPEEDUP = 1.25\n"]))
+    best = best_kernel(ledger)
+    assert best.figure == "625.0 TFLOP/s measured on Fake GPU"
+    assert best.over_start.startswith("1.250x [") and best.over_start.endswith("(measured, 95% CI)")
+
+
+def test_history_and_json_end_with_where_the_result_is(static_run, capsys):
+    code, out, _ = nearpeak(capsys, "history", static_run.path)
+    assert code == 0 and "best kernel: step 3.1" in out and "shared KiB" in out and "regs: registers" in out
+
+
+def test_reasons_are_wrapped_whole_under_their_column_never_cut(static_run):
+    rows = history(static_run)
+    table = format_table(rows)
+    assert "…" not in table
+    lines = table.splitlines()
+    column = lines[0].index("reason")
+    for row in rows[1:]:
+        start = next(i for i, line in enumerate(lines) if line.startswith(f"{row.step}.{row.candidate} "))
+        pieces = [lines[start][column:]]
+        for line in lines[start + 1:]:
+            if not line.startswith(" " * column):
+                break
+            pieces.append(line[column:])
+        assert len(row.reason) > REASON_WIDTH and len(pieces) > 1   # long enough to need wrapping here
+        assert all(len(p) <= REASON_WIDTH for p in pieces)
+        assert " ".join(pieces) == row.reason
+
+
+def test_numbers_in_a_column_share_one_format_and_shared_memory_is_in_kib(static_run):
+    rows = history(static_run)
+    header, *lines = [line for line in format_table(rows).splitlines() if not line.startswith(" ")]
+    tflops = [line[header.index("TFLOP/s"):].split()[0] for line in lines]
+    assert tflops == ["300.0", "450.0", "400.0", "500.0"]   # the trailers say 300, 450, 400, 500
+    shared = [line[header.index("shared KiB"):].split()[0] for line in lines]
+    assert shared == ["64.0"] * 4 and "65536" not in format_table(rows)   # the fake kernels' 65536 bytes
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("7", "the run has no step 7; its steps are 0 to 3"),
+    ("2.4", "the run has no step 2.4; step 2 has candidate(s) 2.1"),
+])
+def test_show_of_a_step_the_run_lacks_lists_the_ones_it_has(static_run, capsys, spec, message):
+    code, out, err = nearpeak(capsys, "show", static_run.path, spec)
+    assert code == 2 and message in err and out == ""
