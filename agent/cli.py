@@ -42,7 +42,7 @@ from .reading import (
     verify,
     where_the_result_is,
 )
-from .report import PLOT_EXTRA, draw, html_report, plot_available
+from .report import PLOT_EXTRA, REPORT_NAME, draw, html_report, needs_matplotlib, plot_available
 from .runs import CommandError, NewRun, Resume, StartFailure, create_run, open_run, resume_run
 from .search import DEFAULT_BEAM, STRATEGIES, default_strategy
 from .source import declaration
@@ -158,14 +158,16 @@ def register(subparsers) -> None:
     rep.add_argument("--verify", action="store_true", help="re-evaluate each accepted step and flag drift")
     rep.add_argument("--lineage", metavar="STEP",
                      help="follow the lineage of this kernel (3 or 3.2) instead of main's, e.g. a population member")
-    rep.add_argument("--plot", metavar="FILE.png", help="draw the climb with matplotlib (.png, .svg or .pdf)")
+    rep.add_argument("--plot", metavar="FILE.svg",
+                     help="draw the climb: .svg needs nothing more, .png and .pdf need matplotlib")
     rep.add_argument("--runs-dir", default="runs")
     rep.set_defaults(func=cmd_replay)
 
     report = subparsers.add_parser("report", help="one self-contained HTML page: the climb plot, the history, "
                                                   "each accepted step's diff and figures")
     report.add_argument("run", metavar="RUN")
-    report.add_argument("-o", "--output", metavar="FILE.html", help="where to write it (default: RUN-ID.html)")
+    report.add_argument("-o", "--output", metavar="FILE.html",
+                        help=f"where to write it (default: {REPORT_NAME} in the run's folder)")
     report.add_argument("--runs-dir", default="runs")
     report.set_defaults(func=cmd_report)
 
@@ -303,8 +305,8 @@ def cmd_replay(args) -> int:
     ledger = open_run(args.run, args.runs_dir)
     config = run_config(ledger)
     if args.plot:
-        if not plot_available():
-            raise CommandError(f"--plot needs matplotlib: {PLOT_EXTRA}")
+        if needs_matplotlib(Path(args.plot)) and not plot_available():
+            raise CommandError(f"--plot {args.plot} needs matplotlib ({PLOT_EXTRA}); an .svg plot needs nothing")
         _writable(Path(args.plot))
     try:
         shas = {e.sha for e in lineage(ledger, args.lineage)}
@@ -336,10 +338,14 @@ def cmd_replay(args) -> int:
 @_guarded
 def cmd_report(args) -> int:
     ledger = open_run(args.run, args.runs_dir)
-    output = Path(args.output or f"{ledger.path.name}.html")
+    if args.output:
+        output = Path(args.output)
+    else:  # inside the run's folder, kept out of its git ledger
+        output = ledger.path / REPORT_NAME
+        ledger.exclude(REPORT_NAME)
     _writable(output)
     output.write_text(html_report(ledger), encoding="utf-8")
-    print(f"report: {output}" + ("" if plot_available() else f" (no plot: {PLOT_EXTRA})"))
+    print(f"report: {output}")
     return EXIT_OK
 
 
