@@ -29,7 +29,6 @@ from .proposers.factory import ProposerSetupError, make_proposer
 from .proposers.llm import DEFAULT_MODEL
 from .proposers.tune import TuneCache
 from .reading import (
-    TABLE_LEGEND,
     best_kernel,
     format_table,
     history,
@@ -38,6 +37,7 @@ from .reading import (
     lineage,
     run_config,
     show,
+    table_legend,
     tree,
     verify,
     where_the_result_is,
@@ -269,7 +269,7 @@ def cmd_run(args) -> int:
     else:
         print(f"run: {ledger.path}\nmode: {config.mode} ({config.objective})\nstopped: {result.stop_reason}\n")
         print(format_table(history(ledger)))
-        print(f"{TABLE_LEGEND}\n\n{where_the_result_is(ledger)}")
+        print(f"{table_legend(config.target)}\n\n{where_the_result_is(ledger)}")
     return result.exit_code
 
 
@@ -283,7 +283,7 @@ def cmd_history(args) -> int:
     print(f"run: {ledger.path}\ntarget: {config.target}  proposer: {config.proposer}  mode: {config.mode}\n"
           f"accept rule: {config.objective}\n")
     print(format_table(history(ledger)))
-    print(TABLE_LEGEND)
+    print(table_legend(config.target))
     print(f"\nsearch tree of accepted kernels (* = main's lineage):\n{tree(ledger)}")
     print(f"\n{where_the_result_is(ledger)}")
     return EXIT_OK
@@ -315,7 +315,7 @@ def cmd_replay(args) -> int:
     rows = [r for r in history(ledger) if r.commit in shas]
     print(f"run: {ledger.path} ({config.mode} mode)" + (f", lineage of {args.lineage}" if args.lineage else "") + "\n")
     print(format_table(rows))
-    print(TABLE_LEGEND)
+    print(table_legend(config.target))
     status = EXIT_OK
     if args.verify:
         drifts = verify(ledger, Evaluator(config.target, config.seed, config.candidate_timeout), Progress(),

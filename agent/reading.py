@@ -13,6 +13,8 @@ import textwrap
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from evaluator.targets import get_target
+
 from .climb import Climb, ClimbPoint, Ratio, climb
 from .config import RunConfig
 from .evaluation import STATIC, Evaluator
@@ -145,9 +147,12 @@ def table_columns(rows: list[HistoryRow]) -> tuple[tuple[str, ...], list[tuple[s
     return header, body
 
 
-TABLE_LEGEND = ("x incumbent: over the kernel it was judged against; x start: over the starting kernel; "
-                "est. = static estimate.\nregs: registers per thread; spills: spill instructions; shared: shared "
-                "memory (LDS) per CTA; the whole reason and evaluation of a step: nearpeak show RUN STEP.")
+def table_legend(target: str) -> str:
+    """The lines under a history table: what its ratios are, and what its register and spill columns count on
+    the run's target."""
+    return ("x incumbent: over the kernel it was judged against; x start: over the starting kernel; est. = static "
+            f"estimate.\n{get_target(target).toolchain.history_legend}; shared KiB = shared memory (LDS) per CTA. "
+            "A step's whole evaluation: nearpeak show RUN STEP.")
 
 
 def format_table(rows: list[HistoryRow]) -> str:

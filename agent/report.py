@@ -18,7 +18,7 @@ from .climb import Climb, ClimbPoint, climb
 from .climb_svg import climb_svg, point_label
 from .ledger import Ledger
 from .loop import ACCEPTED
-from .reading import TABLE_LEGEND, HistoryRow, best_kernel, find_step, history, kernel_diff, run_config, table_columns
+from .reading import HistoryRow, best_kernel, find_step, history, kernel_diff, run_config, table_columns, table_legend
 
 PLOT_EXTRA = "pip install 'nearpeak[plot]'"
 SVG = "svg"
@@ -184,7 +184,7 @@ def html_report(ledger: Ledger) -> str:
                  "</figcaption></figure>")
     parts.append("<h2>History</h2>")
     parts.append(_history_table(rows))
-    parts.append(f"<p class=\"note\">{_e(TABLE_LEGEND)}</p>")
+    parts.append(f"<p class=\"note\">{_e(table_legend(config.target))}</p>")
     parts.append("<h2>Accepted steps</h2>")
     for point in c.accepted[1:]:
         parts.append(_step_section(ledger, point))
