@@ -5,16 +5,19 @@ chosen by the tests); the commands are the real `nearpeak` CLI.
 """
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import subprocess
+import tempfile
 
 import pytest
 from agent_support import nearpeak
-from loop_support import ScriptedProposer, make_run, optimize
+from loop_support import FakeEvaluator, ScriptedProposer, make_run, optimize
 
 from agent.evaluation import MEASURED, STATIC
-from agent.loop import KERNEL
+from agent.executors.jobs import SCRATCH_PREFIX
+from agent.loop import KERNEL, in_run_paths
 from agent.reading import REASON_WIDTH, best_kernel, format_table, history, where_the_result_is
 
 
@@ -96,3 +99,50 @@ def test_numbers_in_a_column_share_one_format_and_shared_memory_is_in_kib(static
 def test_show_of_a_step_the_run_lacks_lists_the_ones_it_has(static_run, capsys, spec, message):
     code, out, err = nearpeak(capsys, "show", static_run.path, spec)
     assert code == 2 and message in err and out == ""
+
+
+class ScratchNamingEvaluator(FakeEvaluator):
+    """Records and comparisons that name the evaluation's scratch paths, as a real evaluation's messages,
+    tracebacks and profiler command lines do."""
+
+    def record(self, path, run):
+        record = super().record(path, run)
+        record["message"] = f'File "{path}", line 3, in <module>'
+        if run:
+            record["runtime"]["profile"] = {"command": ["ncu", "-k", "gemm", "python", str(path)],
+                                            "cwd": str(path.parent)}
+        return record
+
+    def compare(self, candidate, incumbent, shape, min_gain):
+        comparison = super().compare(candidate, incumbent, shape, min_gain)
+        comparison["files"] = {"candidate": str(candidate), "incumbent": str(incumbent)}
+        return comparison
+
+
+@pytest.mark.parametrize("mode", [STATIC, MEASURED])
+def test_ledgers_name_kernels_by_their_place_in_the_run_not_the_scratch_directory(tmp_path, mode):
+    ledger, config = make_run(tmp_path, mode=mode, steps=2)
+    optimize(ledger, config, ScriptedProposer(["SPEEDUP = 1.25\nEFF = 0.4\n"], ["SPEEDUP = 1.0\nEFF = 0.2\n"]),
+             evaluator=ScratchNamingEvaluator())
+    for entry in ledger.entries()[1:]:
+        files = ledger.files(entry.sha)
+        text = b"".join(files.values()).decode()
+        assert SCRATCH_PREFIX not in text and "/candidate/" not in text and str(tempfile.gettempdir()) not in text
+        record = json.loads(files["evaluation.json"])
+        assert record["file"] == "kernel.py" and record["message"] == 'File "kernel.py", line 3, in <module>'
+        if mode == MEASURED:
+            assert record["runtime"]["profile"] == {"command": ["ncu", "-k", "gemm", "python", "kernel.py"],
+                                                    "cwd": "."}
+            comparison = json.loads(files["step.json"])["comparison"]
+            assert comparison["files"] == {"candidate": "kernel.py", "incumbent": f"{entry.parent}:kernel.py"}
+            # ... and the parent's name is one git reads back: the incumbent it was compared with.
+            assert ledger.repo.git.show(comparison["files"]["incumbent"]) == \
+                ledger.read(entry.parent, KERNEL).decode().rstrip("\n")
+
+
+def test_in_run_paths_rewrites_only_scratch_paths():
+    scratch = "/tmp/nearpeak-job3-a1b2c3"
+    data = {"a": [f"{scratch}/candidate/kernel.py:12: bad", f"see {scratch}/parent/kernel.py"],
+            "b": "/home/me/kernels/v00.py", "c": 4, "d": f"cd {scratch}/candidate && run"}
+    assert in_run_paths(data, "abc123") == {"a": ["kernel.py:12: bad", "see abc123:kernel.py"],
+                                            "b": "/home/me/kernels/v00.py", "c": 4, "d": "cd . && run"}
