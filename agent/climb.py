@@ -170,7 +170,8 @@ def climb(ledger: Ledger) -> Climb:
             cumulative[entry.sha] = total
         vs_vendor, source = _vs_vendor(comparison, runtime, shape) if measured else (None, "")
         points.append(ClimbPoint(step=entry.step, candidate=entry.candidate, verdict=entry.verdict,
-                                 on_main=entry.ref == MAIN, commit=entry.sha, title=_title(entry, step), idea=_idea(step),
+                                 on_main=entry.ref == MAIN, commit=entry.sha, title=_title(entry, step),
+                                 idea=_idea(step),
                                  speedup=speedup, cumulative=total, vs_vendor=vs_vendor, vendor_source=source,
                                  timed_shape=tuple(runtime["shape"]) if runtime.get("shape") else None))
     return Climb(run_id=config.run_id, target=config.target, mode=config.mode, shape=shape,

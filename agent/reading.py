@@ -376,7 +376,8 @@ def where_the_result_is(ledger: Ledger) -> str:
     if best.is_start:
         lines = [f"best kernel: the starting kernel (step 0; no step was accepted): {best.figure}"]
     else:
-        lines = [f"best kernel: step {best.label}, {best.title}: " + ", ".join(filter(None, (best.figure, best.over_start)))]
+        figures = ", ".join(filter(None, (best.figure, best.over_start)))
+        lines = [f"best kernel: step {best.label}, {best.title}: {figures}"]
     commands = [
         ("get the file", f"nearpeak show {run} {best.label} --kernel > best.py", ""),
         ("", f"git -C {run} show main:kernel.py", "the same file, read from the run's git ledger"),
@@ -385,5 +386,6 @@ def where_the_result_is(ledger: Ledger) -> str:
         ("", f"nearpeak report {run}", "an HTML page in the run's folder: climb plot, history, diffs"),
     ]
     width = max(len(command) for _, command, _ in commands)
-    lines += [f"  {name + ':' if name else '':<14} {command:<{width}}  {note}".rstrip() for name, command, note in commands]
+    lines += [f"  {name + ':' if name else '':<14} {command:<{width}}  {note}".rstrip()
+              for name, command, note in commands]
     return "\n".join(lines)

@@ -62,7 +62,8 @@ def test_eval_explains_total_vgprs_beside_arch_vgprs_and_agprs():
     record = {"status": "ok", "file": "k.py", "target": "gfx950", "shape": [4096, 4096, 8192],
               "static": {"arch_vgprs": 167, "agprs": 256, "total_vgprs": 424}}
     text = format_record(record)
-    assert "total VGPRs" in text and "424 (arch VGPRs + AGPRs: what a wave allocates)" in text
+    assert "total VGPRs" in text
+    assert "424 (what a wave allocates: arch VGPRs, rounded up to 4 when AGPRs follow, + AGPRs)" in text
 
 
 @pytest.mark.parametrize("text, width, expected", [

@@ -62,7 +62,7 @@ def test_a_measured_best_kernel_is_labelled_measured_with_its_interval(tmp_path)
 def test_history_and_json_end_with_where_the_result_is(static_run, capsys):
     code, out, _ = nearpeak(capsys, "history", static_run.path)
     assert code == 0 and "best kernel: step 3.1" in out and "shared KiB" in out
-    assert "regs = total VGPRs per lane (arch VGPRs + AGPRs)" in out   # the fake run's target is gfx950
+    assert "regs = total VGPRs per lane (arch VGPRs, rounded up to 4" in out   # the fake run's target is gfx950
 
 
 def test_reasons_are_wrapped_whole_under_their_column_never_cut(static_run):
