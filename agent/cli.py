@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import asdict
 from pathlib import Path
 
 from evaluator import cli as evaluator_cli
@@ -29,7 +28,6 @@ from .proposers.factory import ProposerSetupError, make_proposer
 from .proposers.llm import DEFAULT_MODEL
 from .proposers.tune import TuneCache
 from .reading import (
-    best_kernel,
     format_table,
     history,
     history_json,
@@ -264,7 +262,7 @@ def cmd_run(args) -> int:
         _say(f"nearpeak run: error: {result.stop_reason} (exit {result.exit_code})")
     if args.json:
         print(json.dumps({**history_json(ledger), "stop_reason": result.stop_reason, "steps_run": result.steps_run,
-                          "exit_code": result.exit_code, "best": asdict(best_kernel(ledger))},
+                          "exit_code": result.exit_code},
                          indent=1))
     else:
         print(f"run: {ledger.path}\nmode: {config.mode} ({config.objective})\nstopped: {result.stop_reason}\n")

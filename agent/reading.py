@@ -18,7 +18,7 @@ from evaluator.targets import get_target
 from .climb import Climb, ClimbPoint, Ratio, climb
 from .config import RunConfig
 from .evaluation import STATIC, Evaluator
-from .figures import STATIC_KEYS
+from .figures import STATIC_KEYS, TRAILER_LIMIT
 from .ledger import MAIN, Entry, Ledger
 from .loop import KERNEL, RECORD, RUN, STEP
 from .progress import QUIET, Progress
@@ -66,7 +66,7 @@ def history(ledger: Ledger) -> list[HistoryRow]:
         point = run.point(e.sha)
         rows.append(HistoryRow(step=e.step, candidate=e.candidate, verdict=e.verdict, ref=e.ref, commit=e.sha,
                                parent=labels.get(e.parent, e.parent[:12]) if e.parent else "",
-                               summary=e.summary, reason=t.get("Reason", ""), proposer=t.get("Proposer", ""),
+                               summary=e.summary, reason=_reason(ledger, e), proposer=t.get("Proposer", ""),
                                tflops_measured=_tflops(t.get("TFLOPS-Measured", "n/a"), point, run),
                                efficiency_estimate=t.get("Efficiency-Estimate", "n/a"),
                                registers=t.get("Registers", "n/a"), spills=t.get("Spills", "n/a"),
@@ -76,6 +76,15 @@ def history(ledger: Ledger) -> list[HistoryRow]:
                                cumulative=_ratio(point.cumulative if point else None, run),
                                vs_vendor=_ratio(point.vs_vendor if point else None, run)))
     return rows
+
+
+def _reason(ledger: Ledger, entry: Entry) -> str:
+    """The verdict's reason: the trailer, or step.json's whole text when the trailer had to be cut."""
+    reason = entry.trailers.get("Reason", "")
+    if len(reason) < TRAILER_LIMIT:
+        return reason
+    whole = json.loads(ledger.read(entry.sha, STEP) or b"{}").get("reason")
+    return " ".join(str(whole).split()) if whole else reason
 
 
 def _tflops(text: str, point: ClimbPoint | None, run: Climb) -> str:
@@ -99,8 +108,9 @@ def run_config(ledger: Ledger) -> RunConfig:
 
 
 def history_json(ledger: Ledger) -> dict:
+    """A run's configuration, every entry, and where its best kernel is (`best_kernel`)."""
     return {"run": asdict(run_config(ledger)), "path": str(ledger.path),
-            "entries": [asdict(r) for r in history(ledger)]}
+            "entries": [asdict(r) for r in history(ledger)], "best": asdict(best_kernel(ledger))}
 
 
 REASON_WIDTH = 60   # the reason column wraps at this width: shown whole, never cut

@@ -60,6 +60,9 @@ def test_a_measured_best_kernel_is_labelled_measured_with_its_interval(tmp_path)
 
 
 def test_history_and_json_end_with_where_the_result_is(static_run, capsys):
+    code, out, _ = nearpeak(capsys, "history", static_run.path, "--json")
+    best = json.loads(out)["best"]
+    assert code == 0 and best["label"] == "3.1" and best["commit"] == static_run.main_line()[-1].sha
     code, out, _ = nearpeak(capsys, "history", static_run.path)
     assert code == 0 and "best kernel: step 3.1" in out and "shared KiB" in out
     assert "regs = total VGPRs per lane (arch VGPRs, rounded up to 4" in out   # the fake run's target is gfx950
@@ -81,6 +84,17 @@ def test_reasons_are_wrapped_whole_under_their_column_never_cut(static_run):
         assert len(row.reason) > REASON_WIDTH and len(pieces) > 1   # long enough to need wrapping here
         assert all(len(p) <= REASON_WIDTH for p in pieces)
         assert " ".join(pieces) == row.reason
+
+
+def test_a_reason_too_long_for_its_trailer_is_read_whole_from_step_json(tmp_path):
+    ledger, config = make_run(tmp_path, mode=STATIC, steps=1)
+    long = "MESSAGE = '" + "a compile error that goes on " * 20 + "'\n"
+    optimize(ledger, config, ScriptedProposer([long + 'STATUS = "compile_error"\n']))
+    row = history(ledger)[1]
+    entry = ledger.entries()[1]
+    assert len(entry.trailers["Reason"]) == 300 and len(row.reason) > 300
+    assert row.reason.endswith("a compile error that goes on")
+    assert " ".join(line.strip() for line in format_table([row]).splitlines()[1:]).endswith(row.reason)
 
 
 def test_numbers_in_a_column_share_one_format_and_shared_memory_is_in_kib(static_run):
