@@ -29,8 +29,20 @@ from .proposers.factory import ProposerSetupError, make_proposer
 from .proposers.llm import DEFAULT_MODEL
 from .proposers.manual import DEFAULT_REPLY_WAIT_S, ManualSettings, prompt_folder
 from .proposers.tune import TuneCache
-from .reading import format_table, history, history_json, lineage, run_config, show, tree, verify
-from .report import PLOT_EXTRA, draw, html_report, plot_available
+from .reading import (
+    format_table,
+    history,
+    history_json,
+    kernel_source,
+    lineage,
+    run_config,
+    show,
+    table_legend,
+    tree,
+    verify,
+    where_the_result_is,
+)
+from .report import PLOT_EXTRA, REPORT_NAME, draw, html_report, needs_matplotlib, plot_available
 from .runs import CommandError, NewRun, Resume, StartFailure, create_run, open_run, resume_run
 from .search import DEFAULT_BEAM, STRATEGIES, default_strategy
 from .source import declaration
@@ -159,6 +171,8 @@ def register(subparsers) -> None:
     sh = subparsers.add_parser("show", help="the diff and evaluation of one step (3) or candidate (3.2)")
     sh.add_argument("run", metavar="RUN")
     sh.add_argument("step", metavar="STEP")
+    sh.add_argument("--kernel", action="store_true",
+                    help="print only the step's kernel file, e.g. nearpeak show RUN 3 --kernel > best.py")
     sh.add_argument("--runs-dir", default="runs")
     sh.set_defaults(func=cmd_show)
 
@@ -167,14 +181,16 @@ def register(subparsers) -> None:
     rep.add_argument("--verify", action="store_true", help="re-evaluate each accepted step and flag drift")
     rep.add_argument("--lineage", metavar="STEP",
                      help="follow the lineage of this kernel (3 or 3.2) instead of main's, e.g. a population member")
-    rep.add_argument("--plot", metavar="FILE.png", help="draw the climb with matplotlib (.png, .svg or .pdf)")
+    rep.add_argument("--plot", metavar="FILE.svg",
+                     help="draw the climb: .svg needs nothing more, .png and .pdf need matplotlib")
     rep.add_argument("--runs-dir", default="runs")
     rep.set_defaults(func=cmd_replay)
 
     report = subparsers.add_parser("report", help="one self-contained HTML page: the climb plot, the history, "
                                                   "each accepted step's diff and figures")
     report.add_argument("run", metavar="RUN")
-    report.add_argument("-o", "--output", metavar="FILE.html", help="where to write it (default: RUN-ID.html)")
+    report.add_argument("-o", "--output", metavar="FILE.html",
+                        help=f"where to write it (default: {REPORT_NAME} in the run's folder)")
     report.add_argument("--runs-dir", default="runs")
     report.set_defaults(func=cmd_report)
 
@@ -287,6 +303,7 @@ def cmd_run(args) -> int:
     else:
         print(f"run: {ledger.path}\nmode: {config.mode} ({config.objective})\nstopped: {result.stop_reason}\n")
         print(format_table(history(ledger)))
+        print(f"{table_legend(config.target)}\n\n{where_the_result_is(ledger)}")
     return result.exit_code
 
 
@@ -300,7 +317,9 @@ def cmd_history(args) -> int:
     print(f"run: {ledger.path}\ntarget: {config.target}  proposer: {config.proposer}  mode: {config.mode}\n"
           f"accept rule: {config.objective}\n")
     print(format_table(history(ledger)))
+    print(table_legend(config.target))
     print(f"\nsearch tree of accepted kernels (* = main's lineage):\n{tree(ledger)}")
+    print(f"\n{where_the_result_is(ledger)}")
     return EXIT_OK
 
 
@@ -308,7 +327,7 @@ def cmd_history(args) -> int:
 def cmd_show(args) -> int:
     ledger = open_run(args.run, args.runs_dir)
     try:
-        text = show(ledger, args.step)
+        text = kernel_source(ledger, args.step) if args.kernel else show(ledger, args.step)
     except LookupError as exc:
         raise CommandError(str(exc.args[0])) from None
     print(text, end="")
@@ -320,8 +339,8 @@ def cmd_replay(args) -> int:
     ledger = open_run(args.run, args.runs_dir)
     config = run_config(ledger)
     if args.plot:
-        if not plot_available():
-            raise CommandError(f"--plot needs matplotlib: {PLOT_EXTRA}")
+        if needs_matplotlib(Path(args.plot)) and not plot_available():
+            raise CommandError(f"--plot {args.plot} needs matplotlib ({PLOT_EXTRA}); an .svg plot needs nothing")
         _writable(Path(args.plot))
     try:
         shas = {e.sha for e in lineage(ledger, args.lineage)}
@@ -330,6 +349,7 @@ def cmd_replay(args) -> int:
     rows = [r for r in history(ledger) if r.commit in shas]
     print(f"run: {ledger.path} ({config.mode} mode)" + (f", lineage of {args.lineage}" if args.lineage else "") + "\n")
     print(format_table(rows))
+    print(table_legend(config.target))
     status = EXIT_OK
     if args.verify:
         drifts = verify(ledger, Evaluator(config.target, config.seed, config.candidate_timeout, config.run_problem()),
@@ -353,10 +373,14 @@ def cmd_replay(args) -> int:
 @_guarded
 def cmd_report(args) -> int:
     ledger = open_run(args.run, args.runs_dir)
-    output = Path(args.output or f"{ledger.path.name}.html")
+    if args.output:
+        output = Path(args.output)
+    else:  # inside the run's folder, kept out of its git ledger
+        output = ledger.path / REPORT_NAME
+        ledger.exclude(REPORT_NAME)
     _writable(output)
     output.write_text(html_report(ledger), encoding="utf-8")
-    print(f"report: {output}" + ("" if plot_available() else f" (no plot: {PLOT_EXTRA})"))
+    print(f"report: {output}")
     return EXIT_OK
 
 

@@ -76,6 +76,11 @@ class ClimbPoint:
     vs_vendor: Ratio | None      # vendor time / this kernel's time (measured mode only)
     vendor_source: str = ""
     timed_shape: tuple[int, ...] | None = None   # the shape its own runtime record timed (its TFLOP/s figure)
+    idea: str = ""               # the planned idea it implements, where the ledger names one
+
+    @property
+    def label(self) -> str:
+        return f"{self.step}.{self.candidate}"
 
 
 @dataclass(frozen=True)
@@ -115,6 +120,21 @@ class Climb:
     def point(self, commit: str) -> ClimbPoint | None:
         return next((p for p in self.points if p.commit == commit), None)
 
+    def incumbent_line(self) -> list[tuple[int, float]]:
+        """The incumbent's ratio over the starting kernel as a step function, (step, value) corners from step
+        0 to the run's last step: flat through the steps that accepted nothing, rising only where a step did."""
+        corners: list[tuple[int, float]] = []
+        for p in self.accepted:
+            if p.cumulative is None:
+                continue
+            if corners:
+                corners.append((p.step, corners[-1][1]))
+            corners.append((p.step, p.cumulative.value))
+        last = max((p.step for p in self.points), default=0)
+        if corners and last > corners[-1][0]:
+            corners.append((last, corners[-1][1]))
+        return corners
+
 
 def climb(ledger: Ledger) -> Climb:
     """The climb of the run in `ledger`, read from its commits alone."""
@@ -151,6 +171,7 @@ def climb(ledger: Ledger) -> Climb:
         vs_vendor, source = _vs_vendor(comparison, runtime, shape) if measured else (None, "")
         points.append(ClimbPoint(step=entry.step, candidate=entry.candidate, verdict=entry.verdict,
                                  on_main=entry.ref == MAIN, commit=entry.sha, title=_title(entry, step),
+                                 idea=_idea(step),
                                  speedup=speedup, cumulative=total, vs_vendor=vs_vendor, vendor_source=source,
                                  timed_shape=tuple(runtime["shape"]) if runtime.get("shape") else None))
     return Climb(run_id=config.run_id, target=config.target, mode=config.mode, shape=shape,
@@ -165,6 +186,20 @@ def _json(ledger: Ledger, sha: str, name: str) -> dict:
 
 def _title(entry: Entry, step: dict) -> str:
     return step.get("title") or entry.summary
+
+
+def _idea(step: dict) -> str:
+    """The title of the idea a candidate implements: its proposal names the idea's number in the step's plan
+    (agent.ideas), or the step names the idea itself. Ledgers without plans have none."""
+    idea = step.get("idea") or (step.get("proposal") or {}).get("idea")
+    if isinstance(idea, dict):
+        return str(idea.get("title") or "")
+    if isinstance(idea, str):
+        return idea
+    ideas = (step.get("plan") or {}).get("ideas") or step.get("ideas") or []
+    if isinstance(idea, int) and not isinstance(idea, bool):
+        return next((str(i.get("title") or "") for i in ideas if isinstance(i, dict) and i.get("number") == idea), "")
+    return ""
 
 
 def _measured_speedup(comparison: dict) -> Ratio | None:

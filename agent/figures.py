@@ -95,8 +95,11 @@ def trailers(record: dict, *, step: int, candidate: int, verdict: str, reason: s
     return out
 
 
+TRAILER_LIMIT = 300   # characters of one trailer value; step.json keeps the whole text
+
+
 def _one_line(text: str) -> str:
-    return " ".join(str(text).split())[:300]
+    return " ".join(str(text).split())[:TRAILER_LIMIT]
 
 
 def commit_message(summary: str, rationale: str, trailer_block: dict[str, str]) -> str:

@@ -156,6 +156,15 @@ class Ledger:
         ledger.commit(files, message, parent=None, ref=MAIN, author=author)
         return ledger
 
+    def exclude(self, name: str) -> None:
+        """Keep the file `name` at the run's top out of git (and so out of `recover()`'s clean-up), as a report
+        written beside the ledger is."""
+        exclude = self.path / ".git" / "info" / "exclude"
+        lines = exclude.read_text().splitlines() if exclude.exists() else []
+        if f"/{name}" not in lines:
+            exclude.parent.mkdir(exist_ok=True)
+            exclude.write_text("".join(f"{line}\n" for line in [*lines, f"/{name}"]))
+
     def lock(self, wait: float = 5.0) -> None:
         """Hold an exclusive lock on the run for this process's lifetime (the kernel drops it on kill -9).
 

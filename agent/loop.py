@@ -22,6 +22,7 @@ evaluations in flight (and every token spent is counted):
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import time
 import traceback
@@ -32,6 +33,7 @@ from pathlib import Path
 from .config import RunConfig
 from .evaluation import MEASURED, Judgement, compiled_digest, judge_measured, judge_static, screen, with_shape_note
 from .executors import Executor, Job, MeasuredResult
+from .executors.jobs import CANDIDATE_DIR, PARENT_DIR, SCRATCH_PREFIX
 from .figures import commit_message, headline, trailers
 from .ideas import Plan, TriedIdea
 from .ledger import (
@@ -77,9 +79,36 @@ def dump(data: dict) -> bytes:
     return (json.dumps(data, indent=1, sort_keys=True, default=str) + "\n").encode()
 
 
-def normalize_record(record: dict) -> dict:
-    """The record as the ledger keeps it: the kernel is always kernel.py, wherever it was evaluated."""
-    return {**record, "file": KERNEL}
+# A path inside an evaluation's scratch directory (agent.executors.jobs), up to its candidate/ or parent/ folder.
+_SCRATCH_PATH = re.compile(rf"(?:/[^/\s\"'():,]+)*/{re.escape(SCRATCH_PREFIX)}[a-z]+\d+-[^/\s\"'():,]+/"
+                           rf"({re.escape(CANDIDATE_DIR)}|{re.escape(PARENT_DIR)})(?:/|\b)")
+
+
+def in_run_paths(data, parent: str | None = None):
+    """`data` (a record, a comparison: any JSON value) with every path inside an evaluation's scratch directory
+    named by the kernel's place in the run instead: the candidate's files relative to its own commit
+    (`kernel.py`, beside the record; its folder `.`), the parent's as `<parent commit>:kernel.py` (what
+    `git show` reads). The
+    scratch directory is gone once the evaluation ends and differs on every machine; the commit is not."""
+    if isinstance(data, dict):
+        return {key: in_run_paths(value, parent) for key, value in data.items()}
+    if isinstance(data, list):
+        return [in_run_paths(value, parent) for value in data]
+    if isinstance(data, str):
+        return _SCRATCH_PATH.sub(lambda m: _place(m, parent), data)
+    return data
+
+
+def _place(match: re.Match, parent: str | None) -> str:
+    if match.group(1) == PARENT_DIR:
+        return f"{parent or 'parent'}:"
+    return "" if match.group().endswith("/") else "."   # inside the candidate's folder, or the folder itself
+
+
+def normalize_record(record: dict, parent: str | None = None) -> dict:
+    """The record as the ledger keeps it: the kernel is always kernel.py, wherever it was evaluated, and no
+    path names the evaluation's scratch directory (`in_run_paths`)."""
+    return {**in_run_paths(record, parent), "file": KERNEL}
 
 
 @dataclass(frozen=True)
@@ -528,22 +557,22 @@ class Optimizer:
         rejected as such, before any GPU time."""
         if phase == "static":
             record = self._outcome(future)
+            kept = normalize_record(record, item.parent.member.sha)
             seconds = {"static": record.get("job_seconds")}
             digest = compiled_digest(record)
             if digest and digest in self._compiled:
                 label = self._compiled[digest]
                 reason = (f"duplicate of {duplicate_name(label)}: the same compiled kernels (compiled_sha256 "
                           f"{digest[:12]}); not evaluated again")
-                return Result(normalize_record(record), Judgement(False, reason, (), False), seconds, label)
+                return Result(kept, Judgement(False, reason, (), False), seconds, label)
             if digest:
                 self._compiled[digest] = f"{self._judging}.{item.number}"
-            reason = screen(record, self.config.max_spills)
+            reason = screen(kept, self.config.max_spills)
             if reason is not None:
-                return Result(normalize_record(record), Judgement(False, reason, (), True), seconds)
+                return Result(kept, Judgement(False, reason, (), True), seconds)
             if self.config.mode != MEASURED:
-                judgement = judge_static(record, item.parent.record, self.config.min_gain)
-                return Result(normalize_record(record), with_shape_note(judgement, record, item.parent.record),
-                              seconds)
+                judgement = judge_static(kept, item.parent.record, self.config.min_gain)
+                return Result(kept, with_shape_note(judgement, kept, item.parent.record), seconds)
             if not go_on:
                 return None
             return self.executor.submit_measured(self._job(item), record)
@@ -553,11 +582,13 @@ class Optimizer:
             message = f"{type(exc).__name__}: {exc}"
             return Result({"status": "evaluator_error", "message": message, "target": self.config.target},
                           Judgement(False, f"measured evaluation failed: {message}", (), True))
-        record = normalize_record(measured.record)
+        parent = item.parent.member.sha
+        record = normalize_record(measured.record, parent)
         reason = screen(record, self.config.max_spills)
         if reason is not None:
             return Result(record, Judgement(False, reason, (), True), measured.seconds)
-        judgement = judge_measured(record, measured.comparison or {}, self.config.min_gain)
+        comparison = in_run_paths(measured.comparison or {}, parent)   # step.json keeps it
+        judgement = judge_measured(record, comparison, self.config.min_gain)
         return Result(record, with_shape_note(judgement, record, item.parent.record), measured.seconds)
 
     def _outcome(self, future: Future) -> dict:

@@ -6,20 +6,25 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
+import shlex
 import tempfile
+import textwrap
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from evaluator.targets import get_target
 
 from .climb import Climb, ClimbPoint, Ratio, climb
 from .config import RunConfig
 from .evaluation import STATIC, Evaluator
-from .figures import STATIC_KEYS
+from .figures import STATIC_KEYS, TRAILER_LIMIT
 from .ledger import MAIN, Entry, Ledger
 from .loop import KERNEL, RECORD, RUN, STEP
 from .progress import QUIET, Progress
 
 RUNTIME_NOISE = 0.05   # relative drift of measured TFLOPS tolerated between two runs on one GPU model
-MEASURED_FIGURE = "TFLOPS (measured)"
+MEASURED_FIGURE = "TFLOP/s (measured)"
 STATIC_FIGURE = "TFLOP/s (static est.)"   # a static run's objective (estimated_tflops), never a measurement
 
 
@@ -66,7 +71,7 @@ def history(ledger: Ledger) -> list[HistoryRow]:
         point = run.point(e.sha)
         rows.append(HistoryRow(step=e.step, candidate=e.candidate, verdict=e.verdict, ref=e.ref, commit=e.sha,
                                parent=labels.get(e.parent, e.parent[:12]) if e.parent else "",
-                               summary=e.summary, reason=t.get("Reason", ""), proposer=t.get("Proposer", ""),
+                               summary=e.summary, reason=_reason(ledger, e), proposer=t.get("Proposer", ""),
                                tflops_measured=_tflops(t.get("TFLOPS-Measured", "n/a"), point, run),
                                efficiency_estimate=t.get("Efficiency-Estimate", "n/a"),
                                registers=t.get("Registers", "n/a"), spills=t.get("Spills", "n/a"),
@@ -79,6 +84,15 @@ def history(ledger: Ledger) -> list[HistoryRow]:
                                tokens_prompt=t.get("Tokens-Prompt", ""), tokens_completion=t.get("Tokens-Completion", ""),
                                tokens_estimate=t.get("Tokens-Estimate", "").split(" (")[0]))
     return rows
+
+
+def _reason(ledger: Ledger, entry: Entry) -> str:
+    """The verdict's reason: the trailer, or step.json's whole text when the trailer had to be cut."""
+    reason = entry.trailers.get("Reason", "")
+    if len(reason) < TRAILER_LIMIT:
+        return reason
+    whole = json.loads(ledger.read(entry.sha, STEP) or b"{}").get("reason")
+    return " ".join(str(whole).split()) if whole else reason
 
 
 def _tflops(text: str, point: ClimbPoint | None, run: Climb) -> str:
@@ -102,11 +116,12 @@ def run_config(ledger: Ledger) -> RunConfig:
 
 
 def history_json(ledger: Ledger) -> dict:
+    """A run's configuration, every entry, and where its best kernel is (`best_kernel`)."""
     return {"run": asdict(run_config(ledger)), "path": str(ledger.path),
-            "entries": [asdict(r) for r in history(ledger)]}
+            "entries": [asdict(r) for r in history(ledger)], "best": asdict(best_kernel(ledger))}
 
 
-REASON_WIDTH = 72
+REASON_WIDTH = 60   # the reason column wraps at this width: shown whole, never cut
 
 
 def judged_statically(rows: list[HistoryRow]) -> bool:
@@ -114,26 +129,71 @@ def judged_statically(rows: list[HistoryRow]) -> bool:
     return bool(rows) and all(r.objective == STATIC for r in rows)
 
 
+def fixed(text: str, digits: int) -> str:
+    """The number that `text` starts with, to `digits` decimals (the rest of `text` kept); other text as it is."""
+    match = re.match(r"-?\d+(\.\d+)?(e[-+]?\d+)?", text)
+    if not match:
+        return text
+    return f"{float(match.group()):.{digits}f}" + text[match.end():]
+
+
+def percent(text: str) -> str:
+    """A fraction written as a trailer ("0.2349") as a percentage ("23.5%")."""
+    try:
+        return f"{100 * float(text):.1f}%"
+    except ValueError:
+        return text
+
+
+def kib(text: str) -> str:
+    """A byte count written as a trailer ("65536 bytes") in KiB ("64.0")."""
+    try:
+        return f"{int(text.split()[0]) / 1024:.1f}"
+    except (ValueError, IndexError):
+        return text
+
+
+def table_columns(rows: list[HistoryRow]) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+    """The history table's header and cells, units in the header, numbers formatted alike (text and HTML)."""
+    static = judged_statically(rows)
+    header = ("step", "parent", "verdict", "x incumbent", "x start", "vs vendor",
+              STATIC_FIGURE if static else MEASURED_FIGURE, "eff (static est.)", "regs", "spills", "shared KiB",
+              "reason")
+    body = [(f"{r.step}.{r.candidate}", r.parent, r.verdict, r.speedup, r.cumulative, r.vs_vendor,
+             fixed(r.tflops_estimate if static else r.tflops_measured.split(" (")[0], 1),
+             percent(r.efficiency_estimate), r.registers, r.spills, kib(r.shared), r.reason) for r in rows]
+    return header, body
+
+
+def table_legend(target: str) -> str:
+    """The lines under a history table: what its ratios are, and what its register and spill columns count on
+    the run's target."""
+    return ("x incumbent: over the kernel it was judged against; x start: over the starting kernel; est. = static "
+            f"estimate.\n{get_target(target).toolchain.history_legend}; shared KiB = shared memory (LDS) per CTA. "
+            "A step's whole evaluation: nearpeak show RUN STEP.")
+
+
 def format_table(rows: list[HistoryRow]) -> str:
     """History rows as a text table; `x incumbent` (over the parent it was judged against) and `x start` are the
     climb's ratios (agent.climb). The TFLOP/s column is what the run judged by: measured on a GPU, or in a
-    static run the estimated TFLOP/s, labelled a static estimate."""
-    static = judged_statically(rows)
-    header = ("step", "parent", "verdict", "x incumbent", "x start", "vs vendor",
-              STATIC_FIGURE if static else MEASURED_FIGURE, "eff (static est.)", "regs", "spills", "shared", "reason")
-    body = [(f"{r.step}.{r.candidate}", r.parent, r.verdict, r.speedup, r.cumulative, r.vs_vendor,
-             r.tflops_estimate if static else r.tflops_measured.split(" (")[0], r.efficiency_estimate, r.registers,
-             r.spills, r.shared.replace(" bytes", ""), shorten(r.reason, REASON_WIDTH)) for r in rows]
-    header, body = _with_proposal_columns(rows, header, body)
+    static run the estimated TFLOP/s, labelled a static estimate. The reason, last, wraps onto further lines
+    under its own column rather than being cut."""
+    header, body = with_proposal_columns(rows, *table_columns(rows))
     widths = [max(len(str(x)) for x in col) for col in zip(header, *body)]
-    lines = ["  ".join(str(v).ljust(w) for v, w in zip(line, widths)).rstrip() for line in (header, *body)]
+    widths[-1] = min(widths[-1], REASON_WIDTH)
+    indent = sum(w + 2 for w in widths[:-1])
+    lines = []
+    for line in (header, *body):
+        reason = textwrap.wrap(line[-1], REASON_WIDTH, break_long_words=False, break_on_hyphens=False) or [""]
+        lines.append("  ".join(str(v).ljust(w) for v, w in zip((*line[:-1], reason[0]), widths)).rstrip())
+        lines += [" " * indent + more for more in reason[1:]]
     return "\n".join(lines)
 
 
 IDEA_WIDTH = 28
 
 
-def _with_proposal_columns(rows: list[HistoryRow], header: tuple, body: list[tuple]) -> tuple[tuple, list[tuple]]:
+def with_proposal_columns(rows: list[HistoryRow], header: tuple, body: list[tuple]) -> tuple[tuple, list[tuple]]:
     """The idea, duplicate and token columns, before the reason, for runs that have any of them."""
     extra = []
     if any(r.idea for r in rows):
@@ -174,11 +234,11 @@ def tree(ledger: Ledger) -> str:
         t = entry.trailers
         figure = t.get("TFLOPS-Measured", "n/a").split(" (")[0]
         if figure != "n/a":
-            figure = f"{figure} TFLOP/s"
+            figure = f"{fixed(figure, 1)} TFLOP/s"
         elif "TFLOPS-Estimate" in t:
-            figure = f"{t['TFLOPS-Estimate']} TFLOP/s (static est.)"
+            figure = f"{fixed(t['TFLOPS-Estimate'], 1)} TFLOP/s (static est.)"
         else:
-            figure = f"eff {t.get('Efficiency-Estimate', 'n/a')} (static est.)"
+            figure = f"eff {percent(t.get('Efficiency-Estimate', 'n/a'))} (static est.)"
         where = "*" if entry.sha in main else entry.ref.removeprefix("refs/")
         branch = "" if root else ("└─ " if last else "├─ ")
         lines.append(f"{prefix}{branch}{_label(entry)} {figure} {where}  {entry.summary.split(' - ', 1)[-1]}")
@@ -198,11 +258,12 @@ def find_step(ledger: Ledger, spec: str) -> Entry:
         parts = [int(p) for p in text.split(".")]
     except ValueError:
         raise LookupError(f"step must look like 3 or 3.2, got {spec!r}") from None
-    entries = [e for e in ledger.entries() if e.step == parts[0]]
+    every = ledger.entries()
+    entries = [e for e in every if e.step == parts[0]]
     if len(parts) == 2:
         entries = [e for e in entries if e.candidate == parts[1]]
     if not entries:
-        raise LookupError(f"the run has no step {spec}")
+        raise LookupError(f"the run has no step {spec}; {_what_there_is(every, parts[0])}")
     on_main = [e for e in entries if e.ref == MAIN]
     if on_main:
         return on_main[0]
@@ -213,6 +274,22 @@ def find_step(ledger: Ledger, spec: str) -> Entry:
         listing = ", ".join(f"{e.step}.{e.candidate} ({e.verdict})" for e in entries)
         raise LookupError(f"step {spec} accepted nothing; pick one of its candidates: {listing}")
     return entries[0]
+
+
+def _what_there_is(entries: list[Entry], step: int) -> str:
+    """The steps (or the candidates of `step`) a run has, for a message about one it does not have."""
+    same = [_label(e) for e in entries if e.step == step]
+    if same:
+        return f"step {step} has candidate(s) {', '.join(same)}"
+    steps = sorted({e.step for e in entries})
+    if steps == list(range(steps[0], steps[-1] + 1)) and len(steps) > 2:
+        return f"its steps are {steps[0]} to {steps[-1]}"
+    return f"its steps are {', '.join(map(str, steps))}"
+
+
+def kernel_source(ledger: Ledger, spec: str) -> str:
+    """The kernel file of one step or candidate (`find_step`'s spec), as committed."""
+    return (ledger.read(find_step(ledger, spec).sha, KERNEL) or b"").decode()
 
 
 def kernel_diff(ledger: Ledger, entry: Entry) -> str:
@@ -296,3 +373,57 @@ def compare_records(old: dict, new: dict) -> tuple[list[str], list[str]]:
     elif r_old.get("tflops") and not r_new:
         notes.append("measured on a GPU that is not here: runtime figures not re-checked")
     return problems, notes
+
+
+@dataclass(frozen=True)
+class BestKernel:
+    """Where a run's result is: main's head, its figure, and how to get its file out."""
+
+    label: str          # step.candidate
+    commit: str
+    title: str
+    figure: str         # its TFLOP/s, labelled measured or static estimate
+    over_start: str     # its ratio over the starting kernel, labelled likewise ("" when it has none)
+    is_start: bool      # no step was accepted: the best kernel is the starting one
+
+
+def best_kernel(ledger: Ledger) -> BestKernel:
+    """The run's best kernel (main's head) with its headline figures."""
+    head = ledger.main_line()[-1]
+    run = climb(ledger)
+    point = run.point(head.sha)
+    t = head.trailers
+    measured = t.get("TFLOPS-Measured", "n/a").split(" (")[0]
+    if measured != "n/a":
+        figure = f"{fixed(measured, 1)} TFLOP/s measured on {t.get('Device', 'its GPU')}"
+    elif t.get("TFLOPS-Estimate", "n/a") != "n/a":
+        figure = f"{fixed(t['TFLOPS-Estimate'], 1)} TFLOP/s (static estimate)"
+    else:
+        figure = f"efficiency {percent(t.get('Efficiency-Estimate', 'n/a'))} (static estimate)"
+    ratio = point.cumulative if point else None
+    how = "measured, 95% CI" if run.measured else "static estimate"
+    over = "" if ratio is None else f"{ratio.text()} the starting kernel ({how})"
+    return BestKernel(label=_label(head), commit=head.sha, title=point.title if point else head.summary,
+                      figure=figure, over_start=over, is_start=head.step == 0)
+
+
+def where_the_result_is(ledger: Ledger) -> str:
+    """The lines that end a run's output: the best kernel, how to get its file, and what to run next."""
+    best = best_kernel(ledger)
+    run = shlex.quote(str(ledger.path))
+    if best.is_start:
+        lines = [f"best kernel: the starting kernel (step 0; no step was accepted): {best.figure}"]
+    else:
+        figures = ", ".join(filter(None, (best.figure, best.over_start)))
+        lines = [f"best kernel: step {best.label}, {best.title}: {figures}"]
+    commands = [
+        ("get the file", f"nearpeak show {run} {best.label} --kernel > best.py", ""),
+        ("", f"git -C {run} show main:kernel.py", "the same file, read from the run's git ledger"),
+        ("next", f"nearpeak history {run}", "every step and attempt, and the search tree"),
+        ("", f"nearpeak show {run} STEP", "one step's diff against its incumbent, and its whole evaluation"),
+        ("", f"nearpeak report {run}", "an HTML page in the run's folder: climb plot, history, diffs"),
+    ]
+    width = max(len(command) for _, command, _ in commands)
+    lines += [f"  {name + ':' if name else '':<14} {command:<{width}}  {note}".rstrip()
+              for name, command, note in commands]
+    return "\n".join(lines)

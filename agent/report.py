@@ -1,23 +1,29 @@
-"""A run shown to a person: the climb plot (matplotlib) and a self-contained HTML report.
+"""A run shown to a person: the climb plot (SVG with no plotting library, or matplotlib) and a self-contained
+HTML report.
 
-The report is one file that opens in a browser with no server and no network: the plot is embedded as a
-base64 PNG, the styles are inline, and every step's diff is in the page. Everything in it is read from the
-run's ledger through `agent.climb` and `agent.reading`, so it shows the same figures as `nearpeak history`.
+The report is one file that opens in a browser with no server and no network: the plot is an inline SVG
+(agent.climb_svg, so the report needs no matplotlib), the styles are inline, and every step's diff is in the
+page. Everything in it is read from the run's ledger through `agent.climb` and `agent.reading`, so it shows the
+same figures as `nearpeak history`. `replay --plot F.svg` writes that same SVG; `.png` and `.pdf` need
+matplotlib (the optional `plot` extra).
 """
 from __future__ import annotations
 
-import base64
 import html
-import io
+import shlex
 from pathlib import Path
 from typing import BinaryIO
 
 from .climb import Climb, ClimbPoint, climb
+from .climb_svg import climb_svg, point_label
 from .ledger import Ledger
 from .loop import ACCEPTED
-from .reading import STATIC_FIGURE, HistoryRow, find_step, history, judged_statically, kernel_diff, run_config
+from .reading import (HistoryRow, best_kernel, find_step, history, kernel_diff, run_config, table_columns, table_legend,
+                      with_proposal_columns)
 
 PLOT_EXTRA = "pip install 'nearpeak[plot]'"
+SVG = "svg"
+REPORT_NAME = "report.html"   # `nearpeak report RUN` without -o: inside the run's folder (kept out of its git)
 
 
 def plot_available() -> bool:
@@ -29,24 +35,46 @@ def plot_available() -> bool:
     return True
 
 
+def needs_matplotlib(path: Path) -> bool:
+    """Whether writing the plot to `path` takes matplotlib (every format but SVG)."""
+    return path.suffix.lower().lstrip(".") != SVG
+
+
 def describe(c: Climb) -> str:
     """Target, shape, device and date in one line."""
     shape = "x".join(str(n) for n in c.shape) if c.shape else "shape not recorded"
     return f"{c.target}, {shape}, {c.device}, {c.date}"
 
 
+def plot_title(c: Climb) -> str:
+    """The plot's two title lines: the run, then what it ran on and whether its figures are measured."""
+    how = ("measured: interleaved A/B speedups, chained" if c.measured
+           else "static estimate: no GPU run, not a measurement")
+    return f"nearpeak run {c.run_id}\n{describe(c)} - {how}"
+
+
 def draw(c: Climb, output: Path | BinaryIO, fmt: str | None = None) -> None:
-    """Write the climb's plot to `output` (the format from `fmt` or the file's suffix)."""
+    """Write the climb's plot to `output` (the format from `fmt` or the file's suffix): SVG drawn here, any
+    other format through matplotlib."""
+    fmt = (fmt or Path(getattr(output, "name", str(output))).suffix.lstrip(".")).lower()
+    if fmt == SVG:
+        data = climb_svg(c, plot_title(c)).encode()
+        if isinstance(output, Path):
+            output.write_bytes(data)
+        else:
+            output.write(data)
+        return
     import matplotlib.pyplot as plt
 
     fig = climb_figure(c)
-    fig.savefig(output, format=fmt, dpi=120)
+    fig.savefig(output, format=fmt or None, dpi=120)
     plt.close(fig)
 
 
 def climb_figure(c: Climb):
-    """The climb as a matplotlib figure: cumulative speedup with error bars, accepted and rejected candidates,
-    the vendor level; the title names the run, shape, device, date and whether it is measured."""
+    """The climb as a matplotlib figure: the incumbent as a step function (flat through steps that accepted
+    nothing), accepted kernels with error bars and `step.candidate idea` labels, rejected candidates, the vendor
+    level; the title names the run, shape, device, date and whether it is measured."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -54,11 +82,15 @@ def climb_figure(c: Climb):
     from matplotlib.ticker import MaxNLocator
 
     fig, ax = plt.subplots(figsize=(9, 5.2))
+    corners = c.incumbent_line()
+    if corners:
+        ax.plot([s for s, _ in corners], [v for _, v in corners], "-", color="tab:blue", linewidth=2,
+                label="incumbent (best so far): " + ("cumulative speedup, 95% CI" if c.measured
+                                                     else "static estimate"))
     kept = [p for p in c.accepted if p.cumulative is not None]
     if kept:
-        ax.errorbar([p.step for p in kept], [p.cumulative.value for p in kept], yerr=_error_bars(kept), fmt="o-",
-                    color="tab:blue", capsize=4,
-                    label="accepted: cumulative speedup (95% CI)" if c.measured else "accepted (static estimate)")
+        ax.errorbar([p.step for p in kept], [p.cumulative.value for p in kept], yerr=_error_bars(kept), fmt="o",
+                    color="tab:blue", capsize=4)
     lineages = [p for p in c.other_lineages if p.cumulative is not None]
     if lineages:
         ax.errorbar([p.step + 0.06 * (p.candidate - 1) for p in lineages], [p.cumulative.value for p in lineages],
@@ -69,17 +101,20 @@ def climb_figure(c: Climb):
         ax.errorbar([p.step + 0.06 * (p.candidate - 1) for p in others], [p.cumulative.value for p in others],
                     yerr=_error_bars(others), fmt="x", color="tab:red", capsize=2, alpha=0.8,
                     label="rejected / not chosen (where it would have landed)")
+    for p in kept + lineages + others:
+        ax.annotate(point_label(p), (p.step, p.cumulative.value), textcoords="offset points",
+                    xytext=(6, 6 if p.verdict != "rejected" else -14), fontsize=7,
+                    color="black" if p.on_main else "dimgray")
     screened = sum(1 for p in c.points if not p.on_main and p.cumulative is None)
     if screened:
         ax.plot([], [], " ", label=f"{screened} candidate(s) screened out or not timed (not drawn)")
     _vendor_level(ax, c, kept)
+    ax.margins(y=0.12)   # room for the labels above and below the markers
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("step")
     ax.set_ylabel("speedup over the starting kernel (x)" if c.measured
                   else "estimated TFLOP/s over the starting kernel (x, static estimate)")
-    how = ("measured: interleaved A/B speedups, chained" if c.measured
-           else "static estimate: no GPU run, not a measurement")
-    ax.set_title(f"nearpeak run {c.run_id}\n{describe(c)} - {how}", fontsize=10)
+    ax.set_title(plot_title(c), fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="best")
     fig.tight_layout()
@@ -98,19 +133,13 @@ def _vendor_level(ax, c: Climb, kept: list[ClimbPoint]) -> None:
         return
     for p in timed:
         ax.annotate(f"{p.vs_vendor.value:.2f}x vendor", (p.step, p.cumulative.value), textcoords="offset points",
-                    xytext=(6, -12), fontsize=7, color="dimgray")
+                    xytext=(6, -12), fontsize=7, color="gray")
     last = timed[-1]
     level = last.cumulative.value / last.vs_vendor.value
     ax.axhline(level, linestyle="--", color="gray",
                label=f"{c.vendor or 'vendor library'} = 1.0 (step {last.step}: {last.vendor_source})")
     right = ax.secondary_yaxis("right", functions=(lambda y: y / level, lambda v: v * level))
     right.set_ylabel(f"relative to {c.vendor or 'the vendor library'}")
-
-
-def png_base64(c: Climb) -> str:
-    buffer = io.BytesIO()
-    draw(c, buffer, fmt="png")
-    return base64.b64encode(buffer.getvalue()).decode()
 
 
 # -- the HTML report ---------------------------------------------------------------------------------------
@@ -123,9 +152,6 @@ tr.accepted, tr.baseline { background: #eef6ee; }
 pre { background: #f6f6f6; padding: 0.6em; overflow-x: auto; font-size: 0.8em; }
 .add { color: #080; } .del { color: #a00; } .note { color: #666; }
 """
-MEASURED_COLUMN = "TFLOP/s (measured)"   # a static run shows its objective here instead (STATIC_FIGURE)
-COLUMNS = ("step", "verdict", "title", "idea", "dup of", "x incumbent", "x start", "vs vendor", MEASURED_COLUMN,
-           "eff (static est.)", "regs", "spills", "shared", "reason")
 
 
 def html_report(ledger: Ledger) -> str:
@@ -149,15 +175,17 @@ def html_report(ledger: Ledger) -> str:
     if final.vs_vendor is not None:
         parts.append(_pair(f"final step against {c.vendor or 'the vendor library'}",
                            f"{final.vs_vendor.text()} (measured, {final.vendor_source})"))
+    best = best_kernel(ledger)
+    parts.append(_pair("best kernel", f"step {best.label}, {best.title}: {best.figure}"))
+    parts.append(_pair("its file", f"nearpeak show {shlex.quote(str(ledger.path))} {best.label} --kernel > best.py"))
     parts.append("</table>")
     parts.append("<h2>The climb</h2>")
-    if plot_available():
-        parts.append(f"<img alt=\"climb plot: {_e(c.figure)}\" src=\"data:image/png;base64,{png_base64(c)}\">")
-    else:
-        parts.append(f"<p class=\"note\">No plot: matplotlib is not installed ({_e(PLOT_EXTRA)}).</p>")
-    parts.append(f"<p class=\"note\">{_e(c.figure)}.</p>")
+    parts.append(f"<figure>{climb_svg(c, plot_title(c))}<figcaption class=\"note\">{_e(c.figure)}; the line is "
+                 "the incumbent, flat through the steps that accepted nothing; hover a point for its figures."
+                 "</figcaption></figure>")
     parts.append("<h2>History</h2>")
     parts.append(_history_table(rows))
+    parts.append(f"<p class=\"note\">{_e(table_legend(config.target))}</p>")
     parts.append("<h2>Accepted steps</h2>")
     for point in c.accepted[1:]:
         parts.append(_step_section(ledger, point))
@@ -176,15 +204,13 @@ def _pair(key: str, value: str) -> str:
 
 
 def _history_table(rows: list[HistoryRow]) -> str:
-    static = judged_statically(rows)  # then the TFLOP/s column is the static objective, labelled so
-    head = "".join(f"<th>{_e(STATIC_FIGURE if static and name == MEASURED_COLUMN else name)}</th>" for name in COLUMNS)
+    """The history as `nearpeak history` shows it (the same columns and formatting), with each kernel's title."""
+    header, cells = with_proposal_columns(rows, *table_columns(rows))
+    head = "".join(f"<th>{_e(name)}</th>" for name in (*header[:1], "title", *header[1:]))
     body = []
-    for r in rows:
-        cells = (f"{r.step}.{r.candidate}", r.verdict, r.summary.split(" - ", 1)[-1], r.idea, r.duplicate_of,
-                 r.speedup, r.cumulative,
-                 r.vs_vendor, r.tflops_estimate if static else r.tflops_measured, r.efficiency_estimate, r.registers,
-                 r.spills, r.shared, r.reason)
-        body.append(f"<tr class=\"{_e(r.verdict)}\">" + "".join(f"<td>{_e(v)}</td>" for v in cells) + "</tr>")
+    for r, line in zip(rows, cells):
+        values = (line[0], r.summary.split(" - ", 1)[-1], *line[1:])
+        body.append(f"<tr class=\"{_e(r.verdict)}\">" + "".join(f"<td>{_e(v)}</td>" for v in values) + "</tr>")
     return f"<table class=\"history\"><thead><tr>{head}</tr></thead><tbody>\n" + "\n".join(body) + \
         "\n</tbody></table>"
 

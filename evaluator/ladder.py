@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .api import evaluate
 from .contract import read_constant
-from .report import pct, table
+from .report import clip, pct, table
 from .stats import spearman
 from .targets import get_target
 
@@ -107,27 +107,57 @@ def _fixed(value, digits: int) -> str | None:
     return None if value is None else f"{value:.{digits}f}"
 
 
+TECHNIQUE_WIDTH = 40
+FAR_FROM_PUBLISHED = 0.25   # an estimate this far (relative) from the published TFLOP/s gets a note
+
+
+def estimate_note(row: dict) -> str:
+    """A note for an estimate far from the published figure: how far, and the cause when the record shows one
+    (spills in the hot loop, which the model charges as memory traffic and a faster build may not have)."""
+    estimate, published = row.get("estimated_tflops"), row.get("published_tflops")
+    if not estimate or not published or abs(estimate / published - 1) <= FAR_FROM_PUBLISHED:
+        return ""
+    note = f"est. {abs(estimate / published - 1):.0%} {'below' if estimate < published else 'above'} pub"
+    spills = row.get("hot_loop_spills")
+    if spills and estimate < published:
+        note += f"; {spills} hot-loop spills in this compile, charged by the model"
+    return note
+
+
 def render(target: str, rows: list[dict], corrs: list[dict]) -> str:
-    """The ladder as a text table: the target's own columns, the estimate, then published or measured figures."""
+    """The ladder as a text table: the target's own columns, the estimate, then published or measured figures,
+    and a note where an estimate is far from its published figure."""
     tgt = get_target(target)
     published = bool(tgt.ladder.published)
-    columns = [("stage", lambda r: r["stage"]), ("technique", lambda r: (r["technique"] or "")[:34]),
+    columns = [("stage", lambda r: r["stage"]), ("technique", lambda r: clip(r["technique"] or "", TECHNIQUE_WIDTH)),
                *tgt.toolchain.ladder_columns, ("est. eff", lambda r: pct(r.get("estimated_efficiency"))),
                ("est. TF/s", lambda r: _fixed(r.get("estimated_tflops"), 0))]
     if published:
-        columns += [("pub TFLOPS", lambda r: r.get("published_tflops")),
+        columns += [("pub TF/s", lambda r: _fixed(r.get("published_tflops"), 0)),
                     ("pub MFMA eff", lambda r: pct(r.get("published_mfma_efficiency")))]
     else:
-        columns += [("TFLOPS", lambda r: _fixed(r.get("measured_tflops"), 1)),
+        columns += [("meas. TF/s", lambda r: _fixed(r.get("measured_tflops"), 0)),
                     ("x vendor", lambda r: _fixed(r.get("measured_ratio_vs_vendor"), 3)),
                     ("correct", lambda r: r.get("measured_correct"))]
-    body = [[value(r) for _, value in columns] if r["status"] == "ok"
-            else [r["stage"], f"{r['status']}: {r['message']}"[:60]] + [None] * (len(columns) - 2) for r in rows]
-    out = [table(body, [header for header, _ in columns]), "",
+    notes = [estimate_note(r) if r["status"] == "ok" else "" for r in rows]
+    if any(notes):
+        columns.append(("note", None))
+    left = (0, 1, len(columns) - 1) if any(notes) else (0, 1)
+    body = []
+    for r, note in zip(rows, notes):
+        if r["status"] == "ok":
+            body.append([value(r) for _, value in columns if value] + ([note] if any(notes) else []))
+        else:
+            body.append([r["stage"], clip(f"{r['status']}: {r['message']}", 60)] + [None] * (len(columns) - 2))
+    out = [table(body, [header for header, _ in columns], left=left), "",
            ("est. eff = STATIC ESTIMATE of matrix-unit busy fraction in the hot loop; est. TF/s = STATIC ESTIMATE of "
-           "useful TFLOP/s of the whole kernel at the benchmark shape (docs/static-model.md).")]
+           "useful TFLOP/s of the whole kernel at the benchmark shape (docs/static-model.md)."),
+           tgt.toolchain.ladder_legend]
     if published:
         out.append(f"pub = {tgt.ladder.published_by}.")
+    else:
+        out.append("meas. TF/s, x vendor, correct = MEASURED by nearpeak ladder --run on this machine's GPU "
+                   "(empty without --run).")
     if not tgt.verified_on_hardware:
         out.append(f"{tgt.name}: nearpeak's runtime path has not yet run on hardware ({', '.join(tgt.devices)}).")
     for corr in corrs:

@@ -4,11 +4,21 @@ from __future__ import annotations
 from .targets import UnknownTargetError, get_target
 
 
-def table(rows: list[list], headers: list[str]) -> str:
+def table(rows: list[list], headers: list[str], left: tuple[int, ...] = (0,)) -> str:
+    """A text table: numbers right-aligned, the columns in `left` (names, text) left-aligned."""
     cells = [[("" if c is None else str(c)) for c in row] for row in rows]
     widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
-    line = lambda r: "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
+    line = lambda r: "  ".join(c.ljust(w) if i in left else c.rjust(w)
+                               for i, (c, w) in enumerate(zip(r, widths))).rstrip()
     return "\n".join([line(headers), line(["-" * w for w in widths]), *(line(r) for r in cells)])
+
+
+def clip(text: str, width: int) -> str:
+    """`text` cut to at most `width` characters at a word boundary, ending in an ellipsis when cut."""
+    if len(text) <= width:
+        return text
+    cut = text[:width - 1]
+    return (cut.rsplit(" ", 1)[0] if " " in cut else cut).rstrip(" ,;:(") + "…"
 
 
 def pct(x) -> str:

@@ -103,3 +103,4 @@ def test_bare_run_starts_from_the_gfx950_ladder(capsys, tmp_path):
     assert code == 0, err
     assert "starting from" in err and "v00_naive.py" in err
     assert "static estimate" in out + err
+    assert "best kernel: " in out and "--kernel > best.py" in out and "nearpeak report " in out

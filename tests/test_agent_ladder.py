@@ -48,6 +48,7 @@ def test_ladder_run_takes_three_steps_up_the_reference_stages(ladder_run):
     main_steps = [json.loads(file_at(run, sha, "step.json"))["step"]
                   for sha in git(run, "rev-list", "--first-parent", "--reverse", "main").split()]
     assert main_steps == [0] + [e["step"] for e in entries if e["verdict"] == "accepted"]
+    assert result["best"]["commit"] == git(run, "rev-parse", "main").strip()   # where the result is
     assert {f"refs/attempts/{e['step']}-1" for e in entries if e["verdict"] == "rejected"} == \
         set(refs(run)) - {"refs/heads/main"}
     assert progress == ""  # --json: stdout is the result, stderr is kept for errors

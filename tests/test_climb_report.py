@@ -5,11 +5,11 @@ whose figures the tests choose; the H200 ledger is the one benchmarks/results/ k
 """
 from __future__ import annotations
 
-import base64
 import html
 import math
 import shutil
 import subprocess
+import sys
 import tarfile
 from html.parser import HTMLParser
 
@@ -20,6 +20,7 @@ from loop_support import ScriptedProposer, make_run, optimize
 from agent.climb import RUNTIME_RECORD, SAME_SESSION, Ratio, climb
 from agent.evaluation import MEASURED, STATIC
 from agent.ledger import Ledger
+from agent.proposers import Candidate
 from agent.reading import format_table, history, shorten
 
 H200_LEDGER = REPO / "benchmarks" / "results" / "agent_run_h200_ledger.tgz"
@@ -98,7 +99,7 @@ def test_history_shows_the_climb_figures(measured_run):
     assert "x incumbent" in header and "x start" in header and "vs vendor" in header
     step3 = next(line for line in table.splitlines() if line.startswith("3.1"))
     # x incumbent, x start, vs vendor (0.8 x 1.3 = 1.04 here), each with its 95% interval
-    assert "1.040 [1.030,1.050]  1.300 [1.282,1.318]  1.040 [1.019,1.061]  600 " in step3
+    assert "1.040 [1.030,1.050]  1.300 [1.282,1.318]  1.040 [1.019,1.061]  600.0 " in step3
 
 
 def test_a_static_run_s_tables_show_its_objective_labelled_a_static_estimate(static_run):
@@ -108,18 +109,20 @@ def test_a_static_run_s_tables_show_its_objective_labelled_a_static_estimate(sta
     estimates = [r.tflops_estimate for r in rows]
     assert len(set(estimates)) == 3 and "n/a" not in estimates  # baseline, accepted, rejected: each its own
     lines = format_table(rows).splitlines()
-    assert "TFLOP/s (static est.)" in lines[0] and "TFLOPS (measured)" not in lines[0]
+    assert "TFLOP/s (static est.)" in lines[0] and "TFLOP/s (measured)" not in lines[0]
     column = lines[0].index("TFLOP/s (static est.)")
-    for row, line in zip(rows, lines[1:]):
-        assert line[column:].startswith(f"{row.tflops_estimate} ")
+    row_lines = [line for line in lines[1:] if not line.startswith(" ")]  # not a wrapped reason's further lines
+    assert len(row_lines) == len(rows)
+    for row, line in zip(rows, row_lines):
+        assert line[column:].startswith(f"{float(row.tflops_estimate):.1f} ")
     page = html_report(static_run)
     assert "<th>TFLOP/s (static est.)</th>" in page and "TFLOP/s (measured)" not in page
-    assert f"<td>{estimates[1]}</td>" in page
+    assert f"<td>{float(estimates[1]):.1f}</td>" in page   # formatted as the text table formats it
 
 
 def test_a_measured_run_s_table_shows_measured_tflops(measured_run):
     header = format_table(history(measured_run)).splitlines()[0]
-    assert "TFLOPS (measured)" in header and "TFLOP/s (static est.)" not in header
+    assert "TFLOP/s (measured)" in header and "TFLOP/s (static est.)" not in header
 
 
 def test_static_climb_is_labelled_a_static_estimate_everywhere(static_run):
@@ -152,13 +155,80 @@ def test_measured_plot_shows_error_bars_marks_and_the_vendor_level(measured_run)
     figure = climb_figure(climb(measured_run))
     ax = figure.axes[0]
     labels = ax.get_legend_handles_labels()[1]
-    assert any(label.startswith("accepted: cumulative speedup (95% CI)") for label in labels)
+    assert "incumbent (best so far): cumulative speedup, 95% CI" in labels
     assert any(label.startswith("rejected") for label in labels)
     assert any(label.startswith("fake BLAS = 1.0") for label in labels)
     title = ax.get_title()
     assert "512x256x128" in title and "Fake GPU" in title and "measured" in title
     vendor_line = next(line for line in ax.get_lines() if line.get_linestyle() == "--")
     assert vendor_line.get_ydata()[0] == pytest.approx(1.3 / (0.8 * 1.3))  # where the vendor sits: 1 / 0.8
+
+
+def test_the_climb_line_follows_the_incumbent_flat_through_a_rejected_step(measured_run):
+    from agent.report import climb_figure
+
+    c = climb(measured_run)
+    # 1.25x accepted at step 1, step 2 rejected (the incumbent stays), 1.04x more at step 3.
+    assert [(s, round(v, 4)) for s, v in c.incumbent_line()] == [(0, 1.0), (1, 1.0), (1, 1.25), (3, 1.25), (3, 1.3)]
+    line = next(line for line in climb_figure(c).axes[0].get_lines() if line.get_label().startswith("incumbent"))
+    assert list(line.get_xdata()) == [0, 1, 1, 3, 3]
+
+
+def test_the_line_runs_on_to_the_last_step_when_the_last_steps_accepted_nothing(tmp_path):
+    ledger, config = make_run(tmp_path, mode=STATIC, steps=3)
+    optimize(ledger, config, ScriptedProposer(["EFF = 0.45\n"], ["EFF = 0.40\n"], ["EFF = 0.35\n"]))
+    assert [(s, round(v, 3)) for s, v in climb(ledger).incumbent_line()] == [(0, 1.0), (1, 1.0), (1, 1.5), (3, 1.5)]
+
+
+class IdeaProposer:
+    """One candidate a step, each naming the planned idea it implements as the llm proposer's do (its number
+    in the step's plan) or as a title of its own."""
+
+    name = "ideas"
+
+    def __init__(self, *items):
+        self.items = list(items)
+
+    def propose(self, context):
+        if not self.items:
+            return []
+        source, meta = self.items.pop(0)
+        return [Candidate(source, "because", "a title", meta=meta)]
+
+    def observe(self, candidate, outcome):
+        pass
+
+
+def test_points_are_labelled_with_their_step_and_idea_where_the_ledger_has_one(tmp_path):
+    from agent.climb_svg import climb_svg, point_label
+
+    ledger, config = make_run(tmp_path, mode=STATIC, steps=3)
+    long = "double-buffer the LDS tiles so that loads of the next K step overlap the MFMAs"
+    optimize(ledger, config, IdeaProposer(("EFF = 0.45\n", {"idea": "double-buffer the LDS tiles"}),
+                                          ("EFF = 0.40\n", {"idea": long}), ("EFF = 0.50\n", {})))
+    c = climb(ledger)
+    labels = [point_label(p) for p in c.points]
+    assert labels[:2] == ["0.0 base.py", "1.1 double-buffer the LDS tiles"] and labels[3] == "3.1 a title"
+    assert labels[2] == "2.1 double-buffer the LDS tiles so…"   # cut at a word; the tooltip has it whole
+    svg = climb_svg(c, "title")
+    assert "1.1 double-buffer the LDS tiles</text>" in svg and f"idea: {long}" in svg
+
+
+def test_an_idea_named_by_its_number_in_the_step_s_plan_is_read_from_the_plan():
+    from agent.climb import _idea
+
+    plan = {"status": "ok", "ideas": [{"number": 1, "title": "split K"}, {"number": 2, "title": "wider tiles"}]}
+    assert _idea({"proposal": {"idea": 2}, "plan": plan}) == "wider tiles"
+    assert _idea({"proposal": {"idea": 3}, "plan": plan}) == "" and _idea({}) == ""
+
+
+def test_report_without_o_is_written_into_the_run_s_folder_and_kept_out_of_its_git(static_run, capsys):
+    code, out, err = nearpeak(capsys, "report", static_run.path)
+    assert code == 0, err
+    assert out.strip() == f"report: {static_run.path / 'report.html'}"
+    assert (static_run.path / "report.html").read_text().startswith("<!DOCTYPE html>")
+    assert static_run.repo.git.status("--porcelain") == ""
+    assert static_run.recover() == [] and (static_run.path / "report.html").exists()   # not cleaned away
 
 
 def test_shorten_cuts_at_a_word_boundary():
@@ -170,17 +240,25 @@ def test_shorten_cuts_at_a_word_boundary():
 
 
 class ReportParser(HTMLParser):
-    """What a report holds: images, external references, table rows, step sections, diff lines."""
+    """What a report holds: images, inline SVG plots and their point labels, external references, table rows,
+    step sections, diff lines."""
 
     def __init__(self):
         super().__init__()
         self.images, self.external, self.history_rows, self.sections, self.diff_lines = [], [], 0, [], []
+        self.svgs, self.incumbent_lines, self.point_groups = 0, [], []
         self._in_history = False
 
     def handle_starttag(self, tag, attrs):
         attrs = dict(attrs)
         if tag == "img":
             self.images.append(attrs.get("src", ""))
+        if tag == "svg":
+            self.svgs += 1
+        if tag == "polyline" and attrs.get("class") == "incumbent":
+            self.incumbent_lines.append(attrs["points"])
+        if tag == "g" and attrs.get("class", "").startswith("point"):
+            self.point_groups.append(attrs["class"])
         for key in ("src", "href"):
             if attrs.get(key, "").startswith(("http:", "https:", "//", "file:")):
                 self.external.append(attrs[key])
@@ -208,21 +286,26 @@ def report_of(ledger):
 def test_html_report_is_self_contained_with_plot_history_and_diffs(measured_run):
     text, report = report_of(measured_run)
     assert report.external == []
-    assert len(report.images) == 1 and report.images[0].startswith("data:image/png;base64,")
-    assert base64.b64decode(report.images[0].split(",", 1)[1]).startswith(PNG)
+    assert report.images == [] and report.svgs == 1 and len(report.incumbent_lines) == 1   # the plot, inline
+    assert report.point_groups == ["point main", "point main", "point rejected", "point main"]
     assert report.history_rows == len(history(measured_run)) == 4
     assert report.sections == ["step-1", "step-3"]
     assert report.diff_lines.count("add") >= 2 and report.diff_lines.count("del") >= 2
     assert "1.300x [" in text and "fake BLAS" in text
 
 
-def test_report_without_matplotlib_says_how_to_get_the_plot(measured_run, monkeypatch):
-    import agent.report
-
-    monkeypatch.setattr(agent.report, "plot_available", lambda: False)
+def test_report_and_svg_plot_need_no_matplotlib(measured_run, monkeypatch, capsys, tmp_path):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)   # `import matplotlib` now fails, as without the extra
+    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
     text, report = report_of(measured_run)
-    assert report.images == [] and "pip install &#x27;nearpeak[plot]&#x27;" in text
+    assert report.svgs == 1 and len(report.incumbent_lines) == 1 and "pip install" not in text
     assert report.history_rows == 4 and report.sections == ["step-1", "step-3"]
+    code, out, err = nearpeak(capsys, "replay", measured_run.path, "--plot", tmp_path / "climb.svg")
+    assert code == 0, err
+    svg = (tmp_path / "climb.svg").read_text()
+    assert svg.startswith("<svg ") and 'class="incumbent"' in svg and f"plot: {tmp_path / 'climb.svg'}" in out
+    code, _, err = nearpeak(capsys, "replay", measured_run.path, "--plot", tmp_path / "climb.png")
+    assert code == 2 and "needs matplotlib" in err and ".svg plot needs nothing" in err
 
 
 def test_report_and_plot_of_the_h200_ledger(h200_run, capsys, tmp_path):
@@ -275,5 +358,5 @@ def test_report_opens_in_headless_chromium_with_its_plot_decoded(measured_run, t
     result = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom",
                              page.as_uri()], capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert 'data-images="true:1080"' in result.stdout  # the embedded PNG decoded at its full width
+    assert 'data-images=""' in result.stdout and result.stdout.count("<svg") == 1  # the plot is inline SVG
     assert result.stdout.count('<tr class="') == 4 and "step 3:" in result.stdout

@@ -13,7 +13,7 @@ from concurrent.futures import Future
 from pathlib import Path
 
 from ..evaluation import screen
-from .jobs import KERNEL, Job, MeasuredResult
+from .jobs import CANDIDATE_DIR, KERNEL, PARENT_DIR, SCRATCH_PREFIX, Job, MeasuredResult
 
 
 class InlineExecutor:
@@ -32,14 +32,14 @@ class InlineExecutor:
         return future
 
     def _in_scratch(self, job: Job, work):
-        scratch = Path(tempfile.mkdtemp(prefix=f"nearpeak-inline{job.number}-"))
+        scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}inline{job.number}-"))
         try:
             paths = {}
-            for name, source in (("candidate", job.source), ("parent", job.parent_source)):
+            for name, source in ((CANDIDATE_DIR, job.source), (PARENT_DIR, job.parent_source)):
                 paths[name] = scratch / name / KERNEL
                 paths[name].parent.mkdir()
                 paths[name].write_text(source)
-            return work(paths["candidate"], paths["parent"])
+            return work(paths[CANDIDATE_DIR], paths[PARENT_DIR])
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 

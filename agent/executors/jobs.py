@@ -20,6 +20,10 @@ from ..evaluation import screen
 
 KERNEL = "kernel.py"
 CACHE_ENV = "TRITON_CACHE_DIR"
+# Each evaluation's scratch directory: <tmp>/nearpeak-<kind><number>-<random>/{candidate,parent}/kernel.py
+# (agent.loop.in_run_paths names these paths by the kernels' places in the run before the ledger keeps them).
+SCRATCH_PREFIX = "nearpeak-"
+CANDIDATE_DIR, PARENT_DIR = "candidate", "parent"
 
 
 @dataclass(frozen=True)
@@ -66,9 +70,9 @@ def _write(directory: Path, name: str, source: str) -> Path:
 
 def static_job(job: Job) -> dict:
     """Policy check and static stage of the candidate; its record (never raises for the candidate's faults)."""
-    scratch = Path(tempfile.mkdtemp(prefix=f"nearpeak-job{job.number}-"))
+    scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}job{job.number}-"))
     try:
-        path = _write(scratch, "candidate", job.source)
+        path = _write(scratch, CANDIDATE_DIR, job.source)
         started = time.monotonic()
         record = api.evaluate(str(path), job.request(run=False))
         record["job_seconds"] = round(time.monotonic() - started, 3)
@@ -81,15 +85,15 @@ def measured_job(job: Job, static_record: dict) -> MeasuredResult:
     """Runtime stage (correctness and timing) of a candidate that passed its static screen, then the
     interleaved A/B comparison against its parent when it is correct. Each draws its own inputs (no seed), as
     every evaluation does."""
-    scratch = Path(tempfile.mkdtemp(prefix=f"nearpeak-job{job.number}-"))
+    scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}job{job.number}-"))
     try:
-        path = _write(scratch, "candidate", job.source)
+        path = _write(scratch, CANDIDATE_DIR, job.source)
         started = time.monotonic()
         record = evaluate_runtime_isolated(path, static_record, job.request(run=True, profile=job.profile))
         seconds = {"runtime": round(time.monotonic() - started, 3)}
         if screen(record, job.max_spills) is not None or (record.get("runtime") or {}).get("correct") is not True:
             return MeasuredResult(record, None, seconds)
-        parent = _write(scratch, "parent", job.parent_source)
+        parent = _write(scratch, PARENT_DIR, job.parent_source)
         started = time.monotonic()
         comparison = api.compare(path, parent, job.request())
         seconds["compare"] = round(time.monotonic() - started, 3)

@@ -42,6 +42,8 @@ class Toolchain(Protocol):
     report_fields: tuple[ReportField, ...]     # what `format_record` shows of the static record
     loop_matrix_keys: tuple[str, ...]          # hot-loop mix keys counting matrix instructions
     ladder_columns: tuple[tuple[str, Callable[[dict], Any]], ...]   # target-specific ladder-table columns
+    ladder_legend: str                         # what those columns count, one line under the ladder table
+    history_legend: str                        # what a run's `regs` and `spills` columns count on this family
 
     def analyze_kernel(self, kernel: CompiledKernel, target: Target) -> StaticRecord:
         """The static record of one compiled kernel (docs/eval-schema.md)."""

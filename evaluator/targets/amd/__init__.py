@@ -35,7 +35,9 @@ class AmdToolchain:
     loop_matrix_keys = ("mfma",)
     report_fields = (
         ("kernel", "kernel", ""), ("grid", "grid", ""), ("arch_vgprs", "arch VGPRs", ""), ("agprs", "AGPRs", ""),
-        ("total_vgprs", "total VGPRs", ""), ("sgprs", "SGPRs", ""), ("vgpr_spill_count", "VGPR spills", ""),
+        ("total_vgprs", "total VGPRs",
+         "(what a wave allocates: arch VGPRs, rounded up to 4 when AGPRs follow, + AGPRs)"),
+        ("sgprs", "SGPRs", ""), ("vgpr_spill_count", "VGPR spills", ""),
         ("sgpr_spill_count", "SGPR spills", ""), ("scratch_bytes", "scratch", "B"), ("lds_bytes", "LDS", "B"),
         ("occupancy_waves_per_simd", "occupancy", "waves/SIMD"), ("mfma_count", "MFMA instructions", ""),
         ("mfma_shape", "MFMA shape", ""), ("shared_layouts", "shared layouts", ""),
@@ -46,6 +48,13 @@ class AmdToolchain:
         ("LDS KiB", lambda r: _kib(r.get("lds_bytes"))), ("occ", lambda r: r.get("occupancy")),
         ("MFMA/iter", lambda r: r.get("matrix_per_k_iteration")),
     )
+    ladder_legend = ("VGPR = arch VGPRs, AGPR = accumulation VGPRs (MFMA results), SGPR = scalar registers; a wave "
+                     "allocates VGPR (rounded up to 4 when AGPRs are used) + AGPR, the total VGPRs of nearpeak eval "
+                     "and the regs of nearpeak history. spills = VGPR spill instructions, loop spills = spill "
+                     "instructions in the hot loop; occ = waves per SIMD; MFMA/iter = MFMA instructions per hot-loop "
+                     "iteration.")
+    history_legend = ("regs = total VGPRs per lane (arch VGPRs, rounded up to 4 when AGPRs follow, + AGPRs); "
+                      "spills = VGPR spill instructions")
 
     def analyze_kernel(self, kernel: CompiledKernel, target: Target) -> StaticRecord:
         return static.analyze_kernel(kernel, target, self.costs)

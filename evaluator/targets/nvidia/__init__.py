@@ -45,6 +45,10 @@ class NvidiaToolchain:
         ("loop spills", lambda r: r.get("hot_loop_spills")), ("smem KiB", lambda r: _kib(r.get("shared_bytes"))),
         ("MMA/iter", lambda r: r.get("matrix_per_k_iteration")),
     )
+    ladder_legend = ("regs = registers per thread; spill B = bytes spilled to local memory (stores + loads); loop "
+                     "spills = spill instructions in the hot loop; smem KiB = shared memory per CTA; MMA/iter = "
+                     "tensor-core instructions per hot-loop iteration.")
+    history_legend = "regs = registers per thread; spills = bytes spilled to local memory"
 
     def analyze_kernel(self, kernel: CompiledKernel, target: Target) -> StaticRecord:
         return static.analyze_kernel(kernel, target, self.costs)
