@@ -18,8 +18,17 @@ from .climb import Climb, ClimbPoint, climb
 from .climb_svg import climb_svg, point_label
 from .ledger import Ledger
 from .loop import ACCEPTED
-from .reading import (HistoryRow, best_kernel, find_step, history, kernel_diff, run_config, table_columns, table_legend,
-                      with_proposal_columns)
+from .reading import (
+    HistoryRow,
+    best_kernel,
+    find_step,
+    history,
+    kernel_diff,
+    run_config,
+    table_columns,
+    table_legend,
+    with_proposal_columns,
+)
 
 PLOT_EXTRA = "pip install 'nearpeak[plot]'"
 SVG = "svg"
