@@ -116,6 +116,11 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 from triton.runtime.build import compile_module_from_src
 
+# Gluon names that changed between Triton 3.6 and 3.9, resolved once from the installed release.
+tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared  # renamed in 3.8
+tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global  # renamed in 3.8
+barrier = getattr(gl, "barrier", None) or gl.thread_barrier  # renamed in 3.7
+
 STAGE = "v11"
 TECHNIQUE = ("decode path for M <= 128: operands swapped (N fills wgmma's M, the tokens its N), A's box trimmed to "
              "the rows that exist, one consumer warpgroup, deep ring, split-K sized over all SMs; v10 above")
@@ -193,7 +198,7 @@ def store_slice(c_desc, c_smem, value, off_m, off_n, t):
     tma.store_wait(pendings=1)
     buf.store(value)
     fence_async_shared()
-    tma.async_copy_shared_to_global(c_desc, [off_m, off_n], buf)
+    tma_store(c_desc, [off_m, off_n], buf)
 
 
 @gluon.jit
@@ -240,8 +245,8 @@ def producer(a_desc, b_desc, c_desc, a_smem, b_smem, c_smem, ready, empty, ws_pt
             mbarrier.wait(empty.index(s), ((i // NUM_STAGES) & 1) ^ 1)
             bar = ready.index(s)
             mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(a_desc, [pid_m * BLOCK_M, k * BLOCK_K], bar, a_smem.index(s))
-            tma.async_copy_global_to_shared(b_desc, [pid_n * BLOCK_N, k * BLOCK_K], bar, b_smem.index(s))
+            tma_load(a_desc, [pid_m * BLOCK_M, k * BLOCK_K], bar, a_smem.index(s))
+            tma_load(b_desc, [pid_n * BLOCK_N, k * BLOCK_K], bar, b_smem.index(s))
             i += 1
 
 
@@ -276,11 +281,11 @@ def consumer(a_desc, b_desc, c_desc, a_smem, b_smem, c_smem, ready, empty, ws_pt
             acc = warpgroup_mma(a_smem.index(s), b_smem.index(s).permute((1, 0)), acc, is_async=True)
             acc, _, _ = warpgroup_mma_wait(num_outstanding=1, deps=(acc, a_smem.index(s), b_smem.index(s)))
             # Step i - 1 has retired in every warp once all have passed the wait: hand its slot back.
-            gl.thread_barrier()
+            barrier()
             mbarrier.arrive(empty.index((i + NUM_STAGES - 1) % NUM_STAGES), pred=k > k_lo)
             i += 1
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-        gl.thread_barrier()
+        barrier()
         mbarrier.arrive(empty.index((i + NUM_STAGES - 1) % NUM_STAGES), pred=k_hi > k_lo)
 
         off_m = pid_m * BLOCK_M
@@ -319,7 +324,7 @@ def consumer(a_desc, b_desc, c_desc, a_smem, b_smem, c_smem, ready, empty, ws_pt
             gl.store(mine + 2 * SUB_N + offs, q2)
             gl.store(mine + 3 * SUB_N + offs, q3)
             # Every consumer thread's stores precede the one release below (barrier, then one atomic).
-            gl.thread_barrier()
+            barrier()
             old = gl.atomic_add(cnt_ptr + tile, 1, sem="acq_rel", scope="gpu")
             if ((old + 1) & (SPLIT_K - 1)) == 0:
                 r0 = reduce_slice(ws_ptr, tile_base, 0, offs, SPLIT_K, SLOT)
@@ -381,8 +386,8 @@ def small_producer(a_desc, b_desc, a_smem, b_smem, ready, empty, c_ptr, ws_ptr, 
             bar = ready.index(s)
             # A's box has only the rows the schedule rounded M up to; rows past M arrive as zeros (no traffic).
             mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(b_desc, [tile * BLOCK_NB, k * BLOCK_K], bar, b_smem.index(s))
-            tma.async_copy_global_to_shared(a_desc, [0, k * BLOCK_K], bar, a_smem.index(s))
+            tma_load(b_desc, [tile * BLOCK_NB, k * BLOCK_K], bar, b_smem.index(s))
+            tma_load(a_desc, [0, k * BLOCK_K], bar, a_smem.index(s))
             i += 1
 
 
@@ -410,11 +415,11 @@ def small_consumer(a_desc, b_desc, a_smem, b_smem, ready, empty, c_ptr, ws_ptr, 
             mbarrier.wait(ready.index(s), (i // NUM_STAGES) & 1)
             acc = warpgroup_mma(b_smem.index(s), a_smem.index(s).permute((1, 0)), acc, is_async=True)
             acc, _, _ = warpgroup_mma_wait(num_outstanding=1, deps=(acc, a_smem.index(s), b_smem.index(s)))
-            gl.thread_barrier()
+            barrier()
             mbarrier.arrive(empty.index((i + NUM_STAGES - 1) % NUM_STAGES), pred=k > k_lo)
             i += 1
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-        gl.thread_barrier()
+        barrier()
         mbarrier.arrive(empty.index((i + NUM_STAGES - 1) % NUM_STAGES), pred=k_hi > k_lo)
 
         n_idx = tile * BLOCK_NB + n_loc
@@ -430,7 +435,7 @@ def small_consumer(a_desc, b_desc, a_smem, b_smem, ready, empty, c_ptr, ws_ptr, 
             tile_base = tile * (SPLIT_K * SLOT)
             gl.store(ws_ptr + (tile_base + split * SLOT) + cols[None, :] * BLOCK_NB + rows[:, None], acc)
             # Every consumer thread's stores precede the one release below (barrier, then one atomic).
-            gl.thread_barrier()
+            barrier()
             old = gl.atomic_add(cnt_ptr + tile, 1, sem="acq_rel", scope="gpu")
             if ((old + 1) & (SPLIT_K - 1)) == 0:
                 # The last unit sums the SPLIT_K partials in the fixed order 0..SPLIT_K-1, CHUNK_M tokens at a
@@ -640,6 +645,8 @@ def raw_launcher(kernel):
     """
     md = kernel.metadata
     if md.global_scratch_size or md.profile_scratch_size or getattr(md, "num_ctas", 1) != 1:
+        return None
+    if not hasattr(nvidia_driver, "make_launcher"):  # Triton 3.6 generates this C source; 3.7 on has no such step
         return None
     names = kernel.src.fn.arg_names
     constants = {((names.index(k),) if isinstance(k, str) else k): v for k, v in kernel.src.constants.items()}
