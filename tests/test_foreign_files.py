@@ -211,3 +211,16 @@ def test_registers_say_what_they_add_up_and_efficiency_what_it_is_a_fraction_of(
         "estimated_efficiency": 0.194, "estimate": {"matrix_cycles_per_iteration": 1, "estimated_iteration_cycles": 5,
                                                     "bound": "issue"}}}
     assert "hot-loop efficiency" in format_record(record) and "not of the GPU's peak" in format_record(record)
+
+
+def test_an_llvm_translation_failure_is_placed_at_the_line_mlir_names():
+    """MLIR prints a named value's location as `loc("name"("FILE":LINE:COL))` (gfx950 v3_lds on Triton 3.6.0)."""
+    from evaluator.compile import compiler_diagnostic
+
+    kernel = str(BATCH / "scheduler_arg.py")
+    stderr = (f'loc("smemB"("{kernel}":39:82)): error: LLVM Translation failed for operation: '
+              'builtin.unrealized_conversion_cast\n')
+    said = "LLVM Translation failed for operation: builtin.unrealized_conversion_cast"
+    assert compiler_diagnostic(stderr, kernel) == (39, said)
+    assert compiler_diagnostic(f'loc("{kernel}":12:3): error: bad\n', kernel) == (12, "bad")
+    assert compiler_diagnostic('loc("/elsewhere/k.py":12:3): error: bad\n', kernel) is None
