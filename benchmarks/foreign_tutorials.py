@@ -24,6 +24,7 @@ from evaluator.report import batch_registers
 
 MANIFEST = ROOT / "benchmarks" / "foreign_tutorials" / "nearpeak-manifest.toml"
 RESULTS = ROOT / "benchmarks" / "results"
+NOTES = ROOT / "benchmarks" / "foreign_tutorials" / "NOTES.md"  # why files fail, which versions were read: appended
 
 
 def main() -> int:
@@ -50,6 +51,8 @@ def main() -> int:
             "kernel": st.get("kernel"), "registers_per_thread": batch_registers(st) or None,
             "spills": st.get("spills"), "occupancy": st.get("occupancy"),
             "estimated_tflops": st.get("estimated_tflops"), "estimated_loop_efficiency": st.get("estimated_efficiency"),
+            "skipped_at_import": [{k: s[k] for k in ("line", "cause", "reason")}
+                                  for s in record.get("skipped_at_import") or []],
         })
     scored = sum(r["status"] == "ok" for r in rows)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
@@ -62,19 +65,23 @@ def main() -> int:
                           "STATIC ESTIMATE (no GPU ran anything)"}
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "foreign_tutorials.json").write_text(json.dumps(summary, indent=1) + "\n")
-    lines = [f"# Public GEMM tutorials scored as stored ({scored} of {len(rows)} scored)", "",
+    share = f"{100 * scored / len(rows):.0f}%" if rows else "-"
+    lines = [f"# Public GEMM tutorials scored as stored ({scored} of {len(rows)} scored, {share})", "",
              (f"Command: `{command}`; project commit {summary['project_commit']}, Triton {summary['triton']}, CPU "
              f"only, {summary['wall_s']} s. Registers, spills, occupancy: compiler output. est. TFLOP/s and loop "
              "efficiency (matrix-unit busy fraction of one CTA's hot-loop iteration): STATIC ESTIMATE."), "",
              ("| file | repo | commit | status | line: reason | kernel | registers/thread | spills | est. TFLOP/s | "
-             "est. loop eff. |"), "|---|---|---|---|---|---|---|---|---|---|"]
+             "est. loop eff. | skipped at import (line: cause) |"), "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         why = "" if r["status"] == "ok" else f"{r['line'] or '-'}: {r['reason']}".replace("|", "\\|")
         eff = f"{100 * r['estimated_loop_efficiency']:.1f}%" if r["estimated_loop_efficiency"] is not None else ""
+        skipped = ", ".join(f"{s['line']}: {s['cause']}" for s in r["skipped_at_import"])
         lines.append(f"| {r['path']} | {r['repo']} | {(r['commit'] or '')[:12]} | {r['status']} | {why} | "
                      f"{r['kernel'] or ''} | {r['registers_per_thread'] or ''} | {r['spills'] if r['spills'] is not None else ''} | "
-                     f"{r['estimated_tflops'] or ''} | {eff} |")
-    (RESULTS / "foreign_tutorials.md").write_text("\n".join(lines) + "\n")
+                     f"{r['estimated_tflops'] or ''} | {eff} | "
+                     f"{skipped} |")
+    notes = NOTES.read_text() if NOTES.is_file() else ""
+    (RESULTS / "foreign_tutorials.md").write_text("\n".join(lines) + "\n" + ("\n" + notes if notes else ""))
     print("\n".join(lines))
     return 0
 

@@ -349,7 +349,10 @@ def classify_failure(exc: BaseException, candidate_file: str) -> NearpeakError:
                         file=candidate_file, line=line)
 
 
-_DIAGNOSTIC = re.compile(r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?P<col>\d+): error: (?P<message>.*)$")
+# `FILE:LINE:COL: error: ...`, or MLIR's location form `loc("name"("FILE":LINE:COL)): error: ...` (a named value's
+# location, as an LLVM translation failure prints it) and `loc("FILE":LINE:COL): error: ...`.
+_DIAGNOSTIC = re.compile(r'^(?:loc\((?:"[^"]*"\()?"(?P<locfile>[^"]+)":(?P<locline>\d+):\d+\)+'
+                         r'|(?P<file>[^\s:(][^:]*):(?P<line>\d+):\d+): error: (?P<message>.*)$')
 
 
 def compiler_diagnostic(stderr: str, candidate_file: str) -> tuple[int, str] | None:
@@ -362,13 +365,13 @@ def compiler_diagnostic(stderr: str, candidate_file: str) -> tuple[int, str] | N
     lines = stderr.splitlines()
     for i, text in enumerate(lines):
         m = _DIAGNOSTIC.match(text.strip())
-        if not m or Path(m["file"]).resolve() != candidate:
+        if not m or Path(m["file"] or m["locfile"]).resolve() != candidate:
             continue
         message = m["message"].strip()
         following = lines[i + 1] if i + 1 < len(lines) else ""
         if following and not following[0].isspace() and not _DIAGNOSTIC.match(following.strip()):
             message += " " + following.strip()
-        return int(m["line"]), message[:400]
+        return int(m["line"] or m["locline"]), message[:400]
     return None
 
 

@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from .compile import compile_only
-from .contract import load_module
 from .dtypes import canonical_name, torch_dtype
 from .errors import CallError, NearpeakError, UsageError
+from .foreign_import import META_DATA, NO_GPU, SkippedStatement, import_leniently, skipped_cause
 
 _ARG = re.compile(r"^(?P<name>[A-Za-z_]\w*)=(?P<value>.*)$", re.DOTALL)
 _TENSOR = re.compile(r"^(?P<shape>\d+(?:x\d+)*):(?P<dtype>\w+)(?P<t>:T)?$")
@@ -232,12 +232,7 @@ def _bind(entry: str, fn, values: dict, path: str) -> None:
 
 _MISSING_NAME = re.compile(r"module '(?P<module>triton[\w.]*)' has no attribute '(?P<name>\w+)'"
                            r"|cannot import name '(?P<imported>\w+)' from '(?P<source>triton[\w.]*)'")
-_META_DATA = re.compile(r"cannot be called on meta tensors|meta tensors? (?:do|does) not|on the 'meta' device"
-                        r"|Cannot copy out of meta tensor", re.IGNORECASE)
 _NO_MODULE = re.compile(r"No module named '(?P<module>[\w.]+)'")
-_NO_GPU = re.compile(r"Torch not compiled with CUDA enabled|Found no NVIDIA driver|No CUDA GPUs are available"
-                     r"|no HIP GPUs are available|CUDA driver initialization failed|cudaGetDeviceCount|"
-                     r"Invalid device string|hipErrorNoDevice", re.IGNORECASE)
 
 
 def _triton_version() -> str:
@@ -246,21 +241,26 @@ def _triton_version() -> str:
     return getattr(triton, "__version__", "unknown")
 
 
-def explained(err: NearpeakError, at_import: bool) -> NearpeakError:
+def explained(err: NearpeakError, at_import: bool, skipped=()) -> NearpeakError:
     """`err` with its likely cause said: a Gluon/Triton name the installed Triton lacks (the file may be
-    written for another version), GPU work on a machine that compiles without a GPU, or a module that is
-    neither beside the file nor in a `--path` folder."""
+    written for another version), GPU work on a machine that compiles without a GPU, a module that is
+    neither beside the file nor in a `--path` folder, or a name only a statement skipped at import binds."""
+    if "was skipped at import" in err.message:  # already says why
+        return err
     missing = _MISSING_NAME.search(err.message)
-    if missing:
+    from_skipped = skipped_cause(err.message, list(skipped))
+    if from_skipped:
+        hint = f"; {from_skipped}"
+    elif missing:
         module, name = missing["module"] or missing["source"], missing["name"] or missing["imported"]
         hint = (f"; {module}.{name} is not in the installed Triton {_triton_version()}: the file may be written "
                 "for another Triton version")
-    elif _NO_GPU.search(err.message):
+    elif NO_GPU.search(err.message):
         hint = ("; the file touches the GPU at import (the scorer imports it before calling the entry, and "
                 "compiles without a GPU: GPU work belongs under `if __name__ == \"__main__\":` or in a function)"
                 if at_import else "; the host code touches the GPU, which the compile-only scorer does not use "
                 "(tensors are storage-less `meta` tensors; allocate outputs on the inputs' device)")
-    elif _META_DATA.search(err.message):
+    elif META_DATA.search(err.message):
         hint = ("; the file reads tensor data " + ("at import (a module-level test or benchmark)" if at_import
                 else "in its host code") + ", which storage-less meta tensors do not have: the scorer compiles "
                 "without a GPU and never computes")
@@ -274,28 +274,38 @@ def explained(err: NearpeakError, at_import: bool) -> NearpeakError:
     return err
 
 
+@dataclass(frozen=True)
+class ForeignRun:
+    """What calling a foreign file's entry compiled: one `Launch` per autotune config, and the top-level
+    statements its import left out (`evaluator.foreign_import`)."""
+
+    launches: list
+    skipped_at_import: list[SkippedStatement]
+
+
 def compile_foreign(path: str, entry: str, specs: list[ArgSpec], target, config: int | None = None,
-                    import_paths=(), env: dict[str, str] | None = None):
-    """Import the file and call `entry` under the compile-only driver, watched (`evaluator.containment`):
-    one `Launch` per autotune config (all of them when `config` is None, else the one asked for).
-    `import_paths` join the file's folder on the import path; `env` is set meanwhile."""
+                    import_paths=(), env: dict[str, str] | None = None) -> ForeignRun:
+    """Import the file leniently and call `entry` under the compile-only driver, watched
+    (`evaluator.containment`): one `Launch` per autotune config (all of them when `config` is None, else the
+    one asked for). `import_paths` join the file's folder on the import path; `env` is set meanwhile."""
     from .containment import watching
 
+    skipped: list[SkippedStatement] = []
     with beside_its_folder(path, import_paths), environment(env), \
             watching(path, import_folders(path, import_paths)) as watch:
         stage = "import"
         try:
             with compile_only(target) as session:
-                module = load_module(path)
+                module, skipped = import_leniently(path)
                 stage = "call"
-                launches = _call_entry(module, session, path, entry, specs, config)
+                launches = _call_entry(module, session, path, entry, specs, config, skipped)
         except NearpeakError as err:
             if watch.violation is not None and not isinstance(err, UsageError):
                 raise _refusal(watch, path) from None
-            raise explained(err, stage == "import") from None
+            raise explained(err, stage == "import", skipped) from None
         if watch.violation is not None:  # refused, and the file caught the refusal itself
             raise _refusal(watch, path)
-        return launches
+        return ForeignRun(launches, skipped)
 
 
 def _refusal(watch, path: str) -> NearpeakError:
@@ -304,8 +314,12 @@ def _refusal(watch, path: str) -> NearpeakError:
     return ContainmentError(watch.violation, path)
 
 
-def _call_entry(module, session, path: str, entry: str, specs: list[ArgSpec], config: int | None):
+def _call_entry(module, session, path: str, entry: str, specs: list[ArgSpec], config: int | None,
+                skipped: list[SkippedStatement] = ()):
     fn = getattr(module, entry, None)
+    lost = next((s for s in skipped if entry in s.defines), None)
+    if fn is None and lost is not None:
+        raise CallError(f"the entry {entry} is not defined because {lost.explain()}", file=path, line=lost.line)
     if not callable(fn):
         names = sorted(n for n, v in vars(module).items() if inspect.isfunction(v) and not n.startswith("_")
                        and getattr(v, "__module__", None) == module.__name__)

@@ -158,6 +158,8 @@ class EvaluationRecord:
     entry_note: str | None = None    # how the entry was chosen (guessed, from a manifest)
     import_paths: list[str] | None = None  # `--path` folders the foreign file's imports were looked up in
     env: dict | None = None          # `--env` variables the foreign file ran with
+    skipped_at_import: list[dict] | None = None  # a foreign file's top-level statements left out at import
+    #                                  (line, end_line, statement, cause, reason, defines, why: evaluator.foreign_import)
     label: str | None = None         # batch mode: the file's path relative to the batch root
     objective: dict | None = None    # a run's problem: the static estimate at each objective shape and their mean
     shape_class: dict | None = None  # a run's problem: the kernel's SHAPE_MULTIPLE and whether the problem fits

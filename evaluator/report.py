@@ -77,6 +77,9 @@ def _foreign_lines(record: dict) -> list[str]:
         lines.append("import folders: " + ", ".join(record["import_paths"]))
     if record.get("env"):
         lines.append("environment: " + ", ".join(f"{k}={v}" for k, v in record["env"].items()))
+    for skipped in record.get("skipped_at_import") or []:
+        lines.append(f"skipped at import: line {skipped['line']} ({skipped['statement']}): {skipped['why']} "
+                     f"({skipped['reason']})")
     files = (record.get("kernel_provenance") or {}).get("kernel_files")
     if files:
         lines.append("kernels from: " + ", ".join(files))

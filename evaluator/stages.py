@@ -159,7 +159,7 @@ def evaluate_foreign(path: str | Path, entry: str, args: list[str], target: str,
         tgt = _target(target)
         specs = parse_args(args)
         with recording(trace):
-            launches = compile_foreign(path, entry, specs, tgt, config, import_paths or (), env)
+            run = compile_foreign(path, entry, specs, tgt, config, import_paths or (), env)
     except NearpeakError as err:
         record = error_record(path, target, err)
         violation = getattr(err, "violation", None)
@@ -168,9 +168,10 @@ def evaluate_foreign(path: str | Path, entry: str, args: list[str], target: str,
         return [record]
     shape = gemm_shape(specs)  # read off the matrix arguments, for the static objective's useful FLOPs
     records = []
-    for launch in launches:
+    for launch in run.launches:
         record = base_record(path, target)
         record.update(entry=entry, args=list(args), import_paths=list(import_paths or []), env=dict(env or {}),
+                      skipped_at_import=[s.to_dict() for s in run.skipped_at_import],
                       shape=list(shape) if shape else None, compile_seconds=round(launch.seconds, 3),
                       static=analyze(launch.kernels, tgt, shape),
                       kernel_provenance={**trace.to_dict(), "judged": False,
@@ -180,7 +181,7 @@ def evaluate_foreign(path: str | Path, entry: str, args: list[str], target: str,
             record["config"] = {"index": index, "count": launch.config_count,
                                 "choices": [c.to_dict() for c in launch.configs]}
         if dump_dir:
-            folder = Path(dump_dir) / f"config{record['config']['index']}" if len(launches) > 1 else dump_dir
+            folder = Path(dump_dir) / f"config{record['config']['index']}" if len(run.launches) > 1 else dump_dir
             record["dumped"] = dump_artifacts(launch.kernels, tgt, folder)
         records.append(record)
     return records

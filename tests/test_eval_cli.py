@@ -307,7 +307,7 @@ def test_unknown_dtype_lists_the_valid_names_and_repeats_are_refused():
 def test_float_and_bool_arguments_reach_the_kernel_signature():
     (launch,) = compile_foreign(str(TEST_KERNELS / "foreign_args.py"), "matmul",
                                 parse_args(["a=256x128:fp16", "b=256x128:fp16", "alpha=0.5", "relu=True", "out=bf16"]),
-                                get_target("gfx950"))
+                                get_target("gfx950")).launches
     kernel = launch.kernels[0]
     assert kernel.signature["alpha"] == "fp32" and kernel.signature["c_ptr"] == "*bf16"
     assert True in kernel.constants.values() and not launch.configs

@@ -1,5 +1,5 @@
-"""Allocates a CUDA workspace at import, as benchmark-first tutorials do: without a GPU this is the file
-touching the GPU at import, which the scorer must say instead of "Torch not compiled with CUDA enabled"."""
+"""Allocates a CUDA workspace at import, as benchmark-first tutorials do, and never uses it: without a GPU the
+scorer leaves that statement out (listed with its line, cause `no_gpu`) and scores `copy`."""
 import torch
 import triton
 import triton.language as tl
