@@ -314,8 +314,9 @@ def cmd_history(args) -> int:
         print(json.dumps(history_json(ledger), indent=1))
         return EXIT_OK
     config = run_config(ledger)
+    problem = config.run_problem()
     print(f"run: {ledger.path}\ntarget: {config.target}  proposer: {config.proposer}  mode: {config.mode}\n"
-          f"accept rule: {config.objective}\n")
+          + (f"problem: {problem.describe()}\n" if problem else "") + f"accept rule: {config.objective}\n")
     print(format_table(history(ledger)))
     print(table_legend(config.target))
     print(f"\nsearch tree of accepted kernels (* = main's lineage):\n{tree(ledger)}")

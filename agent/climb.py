@@ -95,6 +95,7 @@ class Climb:
     date: str                    # the run's creation date (UTC)
     vendor: str | None           # the vendor library's name, when one was timed
     points: tuple[ClimbPoint, ...]
+    problem: str | None = None   # the run's problem in words (its shapes, weights and deciding timing)
 
     @property
     def measured(self) -> bool:
@@ -176,7 +177,7 @@ def climb(ledger: Ledger) -> Climb:
                                  timed_shape=tuple(runtime["shape"]) if runtime.get("shape") else None))
     return Climb(run_id=config.run_id, target=config.target, mode=config.mode, shape=shape,
                  device=device or "no GPU (compile-only)", date=config.created_utc[:10], vendor=vendor,
-                 points=tuple(points))
+                 points=tuple(points), problem=problem.describe() if (problem := config.run_problem()) else None)
 
 
 def _json(ledger: Ledger, sha: str, name: str) -> dict:

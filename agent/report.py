@@ -51,7 +51,7 @@ def needs_matplotlib(path: Path) -> bool:
 
 def describe(c: Climb) -> str:
     """Target, shape, device and date in one line."""
-    shape = "x".join(str(n) for n in c.shape) if c.shape else "shape not recorded"
+    shape = c.problem or ("x".join(str(n) for n in c.shape) if c.shape else "shape not recorded")
     return f"{c.target}, {shape}, {c.device}, {c.date}"
 
 
