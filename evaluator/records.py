@@ -47,6 +47,7 @@ class StaticRecord:
     kernels: list[dict] = field(default_factory=list)   # every compiled kernel's record, without hot_loop
     primary_kernel: int = 0
     estimate_kind: str = "static_estimate"
+    compiled_sha256: str | None = None   # compiler output: identity of every compiled kernel (evaluator.static)
     details: dict[str, Any] = field(default_factory=dict)        # the target family's own fields
     undocumented: dict[str, Any] = field(default_factory=dict)
 

@@ -20,6 +20,10 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
+# Gluon names that changed between Triton 3.6 and 3.9, resolved once from the installed release.
+tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared  # renamed in 3.8
+tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global  # renamed in 3.8
+
 TARGET = "sm90"
 DTYPE = "bfloat16"
 OUT_DTYPE = "bfloat16"
@@ -37,9 +41,9 @@ def produce(a_desc, b_desc, a_ring, b_ring, ready, prod, tile, step, grid_n, pre
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
     s = prod % NUM_STAGES
     mbarrier.expect(ready.index(s), a_desc.block_type.nbytes + b_desc.block_type.nbytes, pred=pred)
-    tma.async_copy_global_to_shared(a_desc, [(tile // grid_n) * BLOCK_M, step * BLOCK_K], ready.index(s),
+    tma_load(a_desc, [(tile // grid_n) * BLOCK_M, step * BLOCK_K], ready.index(s),
                                     a_ring.index(s), pred=pred)
-    tma.async_copy_global_to_shared(b_desc, [(tile % grid_n) * BLOCK_N, step * BLOCK_K], ready.index(s),
+    tma_load(b_desc, [(tile % grid_n) * BLOCK_N, step * BLOCK_K], ready.index(s),
                                     b_ring.index(s), pred=pred)
 
 
@@ -95,7 +99,7 @@ def persistent_gemm(a_desc, b_desc, c_desc, M, N, K, NUM_STAGES: gl.constexpr, n
         tma.store_wait(pendings=0)  # the previous tile's store has read c_smem
         c_smem.store(acc.to(c_desc.dtype))
         fence_async_shared()
-        tma.async_copy_shared_to_global(c_desc, [(tile // grid_n) * BLOCK_M, (tile % grid_n) * BLOCK_N], c_smem)
+        tma_store(c_desc, [(tile // grid_n) * BLOCK_M, (tile % grid_n) * BLOCK_N], c_smem)
     tma.store_wait(pendings=0)
 
 

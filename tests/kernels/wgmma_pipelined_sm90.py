@@ -20,6 +20,10 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
+# Gluon names that changed between Triton 3.6 and 3.9, resolved once from the installed release.
+tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared  # renamed in 3.8
+tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global  # renamed in 3.8
+
 TARGET = "sm90"
 DTYPE = "bfloat16"
 OUT_DTYPE = "bfloat16"
@@ -51,8 +55,8 @@ def pipelined_gemm(a_desc, b_desc, c_desc, K, NUM_STAGES: gl.constexpr, num_warp
     for j in gl.static_range(NUM_STAGES - 1):  # fill the ring
         mbarrier.wait(empty.index(j), 0)
         mbarrier.expect(ready.index(j), nbytes, pred=j < steps)
-        tma.async_copy_global_to_shared(a_desc, [off_m, j * BLOCK_K], ready.index(j), a_ring.index(j), pred=j < steps)
-        tma.async_copy_global_to_shared(b_desc, [off_n, j * BLOCK_K], ready.index(j), b_ring.index(j), pred=j < steps)
+        tma_load(a_desc, [off_m, j * BLOCK_K], ready.index(j), a_ring.index(j), pred=j < steps)
+        tma_load(b_desc, [off_n, j * BLOCK_K], ready.index(j), b_ring.index(j), pred=j < steps)
 
     acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, acc_layout)
     for k in range(steps):
@@ -60,8 +64,8 @@ def pipelined_gemm(a_desc, b_desc, c_desc, K, NUM_STAGES: gl.constexpr, num_warp
         ps = p % NUM_STAGES
         mbarrier.wait(empty.index(ps), (p // NUM_STAGES) & 1)
         mbarrier.expect(ready.index(ps), nbytes, pred=p < steps)
-        tma.async_copy_global_to_shared(a_desc, [off_m, p * BLOCK_K], ready.index(ps), a_ring.index(ps), pred=p < steps)
-        tma.async_copy_global_to_shared(b_desc, [off_n, p * BLOCK_K], ready.index(ps), b_ring.index(ps), pred=p < steps)
+        tma_load(a_desc, [off_m, p * BLOCK_K], ready.index(ps), a_ring.index(ps), pred=p < steps)
+        tma_load(b_desc, [off_n, p * BLOCK_K], ready.index(ps), b_ring.index(ps), pred=p < steps)
 
         s = k % NUM_STAGES
         mbarrier.wait(ready.index(s), (k // NUM_STAGES) & 1)
@@ -72,7 +76,7 @@ def pipelined_gemm(a_desc, b_desc, c_desc, K, NUM_STAGES: gl.constexpr, num_warp
     c_smem = gl.allocate_shared_memory(c_desc.dtype, c_desc.block_type.shape, c_desc.layout)
     c_smem.store(acc.to(c_desc.dtype))
     fence_async_shared()
-    tma.async_copy_shared_to_global(c_desc, [off_m, off_n], c_smem)
+    tma_store(c_desc, [off_m, off_n], c_smem)
     tma.store_wait(pendings=0)
 
 
