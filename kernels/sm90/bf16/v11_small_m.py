@@ -44,7 +44,15 @@ local-memory traffic (tests/test_sm90_v11.py checks these).
 
 Figures, compile-only (ptxas, sm_90a, evaluator static path): at every shape of benchmarks/llm_shapes.py --quick
 0 spills, no stack, 160-184 KiB of shared memory on the decode path (v10's 168 registers and 224 KiB above it).
-Not yet measured on a GPU: the goals (issue 25) are >= 1.0x the vendor under CUDA-graph replay at every M <= 128
+First H200 run (stop 31, benchmarks/results/llm_shapes.md, eval --run): at every M <= 128 shape tried
+(1 x 6144 x 4096, 16 x 4096 x 14336, 16 x 28672 x 4096) the outputs were unwritten: the correctness call passed,
+then the recheck of the timed input sets found their C all NaN poison. Cause, found by reading the code (no GPU
+since): the decode path's `Plan`, cached per geometry, carried the first call's C pointer among its scalars, so
+every later call of that geometry (JIT or fast launch) wrote into the first call's C, by then freed. v10's path
+passes C as a per-call descriptor and was not affected. Fix: `call_arguments` builds every per-call tensor
+argument for each call and the plan holds geometry only (tests/test_sm90_v11.py checks both on the CPU). The
+fix has not yet run on a GPU, and no v11 figure of that run counts (its kernel wrote into a freed buffer).
+The goals (issue 25) are >= 1.0x the vendor under CUDA-graph replay at every M <= 128
 shape, geometric mean >= 1.1x there, no slower than v10 at M >= 1024, and per call no slower than v10 anywhere;
 benchmarks/llm_shapes.py --quick measures exactly these (benchmarks/results/llm_shapes.md).
 
@@ -578,7 +586,7 @@ class Plan:
     fn: object               # the @gluon.jit kernel: gemm_kernel (v10's path) or small_kernel (decode)
     blocks: tuple            # block shapes of the operands that get descriptors (A, B[, C])
     layouts: tuple           # their shared-memory layouts
-    scalars: tuple           # every argument after the descriptors
+    scalars: tuple           # every argument after this call's tensors: geometry only, never a call's tensor
     num_warps: int
     kernel: object = None    # the CompiledKernel, after the first launch on a GPU
     raw: object = None       # Triton's C launcher for it, without the per-call descriptor expansion
@@ -624,7 +632,7 @@ def make_plan(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, NUM_STAGES, GROUP_M, PRODUCER_
         blocks = ([sched.block_m, BLOCK_K], [sched.block_n, BLOCK_K])
         layouts = tuple(gl.NVMMASharedLayout.get_default_for(blk, OPERAND_GL_DTYPE) for blk in blocks)
         return Plan(sched=sched, fn=small_kernel, blocks=blocks, layouts=layouts, num_warps=SMALL_WARPS,
-                    scalars=(c, ws, cnt, M, N, K, c.stride(0), sched.num_stages, PRODUCER_REGS, sched.split_k,
+                    scalars=(ws, cnt, M, N, K, c.stride(0), sched.num_stages, PRODUCER_REGS, sched.split_k,
                              min(sched.block_m, SMALL_CHUNK_M), SMALL_WARPS))
     sub_n = sched.block_n // sched.epilogue_split
     tiles = triton.cdiv(M, BLOCK_M) * triton.cdiv(N, sched.block_n)
@@ -672,6 +680,15 @@ def fast_launch(plan: Plan, args: tuple, device: int) -> FastLaunch:
                       current_stream=triton.runtime.driver.active.get_current_stream, tail=tail)
 
 
+def call_arguments(plan: Plan, a, b, c) -> tuple:
+    """Every kernel argument of one call: this call's tensors (descriptors, and C's pointer on the decode path),
+    then the plan's. The plan is shared by every call of a geometry, so it must hold no tensor of a call: the
+    first H200 run had C's pointer in it and wrote every later call's output into the first call's C."""
+    descs = tuple(TensorDescriptor.from_tensor(t, blk, lay) for t, blk, lay in zip((a, b, c), plan.blocks,
+                                                                                       plan.layouts))
+    return descs + ((c,) if plan.sched.swap_ab else ()) + plan.scalars
+
+
 def launch_slow(key: tuple, a, b, c, knobs: tuple):
     """First launch of these pointers: plan (once per geometry), descriptors, JIT launch or a new FastLaunch."""
     plan = _PLANS.get(key[3:])
@@ -679,9 +696,7 @@ def launch_slow(key: tuple, a, b, c, knobs: tuple):
         if len(_PLANS) >= PLAN_CACHE_SIZE:
             _PLANS.clear()
         plan = _PLANS[key[3:]] = make_plan(a, b, c, *knobs)
-    descs = tuple(TensorDescriptor.from_tensor(t, blk, lay) for t, blk, lay in zip((a, b, c), plan.blocks,
-                                                                                       plan.layouts))
-    args = descs + plan.scalars
+    args = call_arguments(plan, a, b, c)
     hooked = bool(triton.knobs.runtime.launch_enter_hook.calls)
     if plan.kernel is None or not a.is_cuda or hooked:
         # First call of this geometry (compiles), a compile-only driver, or a profiler hook: the JIT's own path.

@@ -25,8 +25,12 @@ scales, no `UTMASTG`; in the split-K variant one `ATOMG.E.ADD.STRONG.GPU` and th
 reads; no local-memory traffic (tests/test_sm90_v11.py).
 
 Figures, compile-only (ptxas, sm_90a, evaluator static path): at every shape of benchmarks/llm_shapes.py --quick
-0 spills, no stack, 160-184 KiB of shared memory on the decode path. Not yet measured on a GPU; the goals and the
-command that measures them are bf16 v11's.
+0 spills, no stack, 160-184 KiB of shared memory on the decode path. First H200 run (stop 31, eval --run): at
+every M <= 128 shape tried the outputs were unwritten (correctness call passed; the timed input sets' C stayed
+NaN poison). Cause, found by reading the code: as in bf16 v11, the decode `Plan` cached per geometry held the
+first call's C pointer, so later calls wrote into that C; fixed by `call_arguments` (per-call tensors, the plan
+holds geometry only). The fix has not yet run on a GPU; the goals and the command that measures them are bf16
+v11's.
 
 v10-fp8's own notes (its path is this stage's for M > 128):
 
@@ -552,7 +556,7 @@ class Plan:
     fn: object               # the @gluon.jit kernel: gemm_kernel (v10's path) or small_kernel (decode)
     blocks: tuple            # block shapes of the operands that get descriptors (A, B[, C])
     layouts: tuple           # their shared-memory layouts
-    scalars: tuple           # every argument after the descriptors but the two scales
+    scalars: tuple           # every argument after this call's tensors: geometry only, never a call's tensor
     num_warps: int
     kernel: object = None    # the CompiledKernel, after the first launch on a GPU
     raw: object = None       # Triton's C launcher for it, without the per-call descriptor expansion
@@ -598,7 +602,7 @@ def make_plan(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, NUM_STAGES, GROUP_M, PRODUCER_
         blocks = ([sched.block_m, BLOCK_K], [sched.block_n, BLOCK_K])
         layouts = tuple(gl.NVMMASharedLayout.get_default_for(blk, OPERAND_GL_DTYPE) for blk in blocks)
         return Plan(sched=sched, fn=small_kernel, blocks=blocks, layouts=layouts, num_warps=SMALL_WARPS,
-                    scalars=(c, ws, cnt, M, N, K, c.stride(0), sched.num_stages, PRODUCER_REGS, sched.split_k,
+                    scalars=(ws, cnt, M, N, K, c.stride(0), sched.num_stages, PRODUCER_REGS, sched.split_k,
                              min(sched.block_m, SMALL_CHUNK_M), SMALL_WARPS))
     sub_n = sched.block_n // sched.epilogue_split
     tiles = triton.cdiv(M, BLOCK_M) * triton.cdiv(N, sched.block_n)
@@ -646,6 +650,17 @@ def fast_launch(plan: Plan, args: tuple, device: int) -> FastLaunch:
                       current_stream=triton.runtime.driver.active.get_current_stream, tail=tail)
 
 
+def call_arguments(plan: Plan, a, b, c, a_scale, b_scale) -> tuple:
+    """Every kernel argument of one call: this call's tensors (descriptors, C's pointer on the decode path, the
+    scales after the workspace and counters), then the plan's. The plan is shared by every call of a geometry, so
+    it must hold no tensor of a call: the first H200 run had C's pointer in it and wrote every later call's output
+    into the first call's C."""
+    descs = tuple(TensorDescriptor.from_tensor(t, blk, lay) for t, blk, lay in zip((a, b, c), plan.blocks,
+                                                                                       plan.layouts))
+    c_ptr = (c,) if plan.sched.swap_ab else ()
+    return descs + c_ptr + plan.scalars[:2] + (a_scale, b_scale) + plan.scalars[2:]
+
+
 def launch_slow(key: tuple, a, b, c, a_scale, b_scale, knobs: tuple):
     """First launch of these pointers: plan (once per geometry), descriptors, JIT launch or a new FastLaunch."""
     plan = _PLANS.get(key[5:])
@@ -653,11 +668,7 @@ def launch_slow(key: tuple, a, b, c, a_scale, b_scale, knobs: tuple):
         if len(_PLANS) >= PLAN_CACHE_SIZE:
             _PLANS.clear()
         plan = _PLANS[key[5:]] = make_plan(a, b, c, *knobs)
-    descs = tuple(TensorDescriptor.from_tensor(t, blk, lay) for t, blk, lay in zip((a, b, c), plan.blocks,
-                                                                                       plan.layouts))
-    # The scales follow the workspace and counters: (ws, cnt) on v10's path, (c, ws, cnt) on the decode path.
-    cut = 3 if plan.sched.swap_ab else 2
-    args = descs + plan.scalars[:cut] + (a_scale, b_scale) + plan.scalars[cut:]
+    args = call_arguments(plan, a, b, c, a_scale, b_scale)
     hooked = bool(triton.knobs.runtime.launch_enter_hook.calls)
     if plan.kernel is None or not a.is_cuda or hooked:
         # First call of this geometry (compiles), a compile-only driver, or a profiler hook: the JIT's own path.
