@@ -61,6 +61,9 @@ def _compile_traced(path: str, compile_call):
 def _require_shapes(spec, request: EvalRequest) -> None:
     """The kernel must run every shape the request's problem names (its own SHAPES are its business)."""
     missing = [s for s in request.required_shapes() if not spec.supports(s)]
+    if missing and request.problem is None:  # a shape asked for by hand (`eval --shape`): the caller's mistake
+        raise UsageError(f"shape {missing[0]} is not a multiple of SHAPE_MULTIPLE {spec.shape_multiple}",
+                         file=spec.path)
     if missing:
         listed = ", ".join("x".join(map(str, s)) for s in missing)
         raise ShapeUnsupported(f"the kernel's SHAPE_MULTIPLE {spec.shape_multiple} cannot run the requested "

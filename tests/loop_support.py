@@ -17,6 +17,10 @@ from agent.progress import Progress
 from agent.proposers import Candidate, FailedProposal
 
 BASE = "EFF = 0.30\n"
+# The fake kernels' static model is taken as nearly exact (the real error bar is tested in test_static_error.py),
+# so the loop's decisions follow the EFF lines the tests write.
+FAKE_RATIO_ERROR = {"log_sigma": 0.001, "source": "test fixture: a nearly exact model", "pairs": 1,
+                    "validated_mechanisms": [], "unvalidated_log_penalty": 0.001}
 
 
 def figures_in(source: str) -> dict:
@@ -49,7 +53,8 @@ class FakeEvaluator:
                                 "hot_loop_spills": f.get("SPILLS", 0),
                                 "spills": f.get("SPILLS", 0), "registers": 128,
                                 "shared_bytes": f.get("SHARED", 65536), "num_warps": 4,
-                                "compiled_sha256": f.get("COMPILED")}  # `COMPILED = "x"`: what it compiles to
+                                "compiled_sha256": f.get("COMPILED"),  # `COMPILED = "x"`: what it compiles to
+                                "throughput": {"ratio_error": FAKE_RATIO_ERROR}}
             if run:
                 tflops = f.get("TFLOPS", 500.0 * f.get("SPEEDUP", 1.0))  # a separate timing: may drift
                 record["runtime"] = {"correct": f.get("CORRECT", True), "tflops": tflops,

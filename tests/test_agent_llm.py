@@ -16,7 +16,7 @@ import pytest
 from agent_support import (
     REPO,
     V00,
-    V02,
+    V03,
     file_at,
     fsck_clean,
     git,
@@ -59,7 +59,7 @@ def exchanges(run, ref):
 
 def test_good_edits_are_committed_with_prompt_reply_and_token_trailers(capsys, start, tmp_path):
     source = start.read_text()
-    whole = "Move operands straight into LDS with async copies.\n```python\n" + need(V02).read_text() + "```\n"
+    whole = "Move operands straight into LDS with async copies.\n```python\n" + need(V03).read_text() + "```\n"
     code, _, err, requests, run = run_llm(capsys, start, tmp_path, [Reply(knob_edit(source)), Reply(whole)],
                                             "--steps", "2")
     assert code == 0, err
@@ -152,7 +152,7 @@ def test_token_budget_stops_the_run_cleanly(capsys, start, tmp_path):
 
 
 def test_best_passing_candidate_of_a_step_is_promoted_to_main(capsys, start, tmp_path):
-    whole = "Async copies into LDS.\n```python\n" + need(V02).read_text() + "```\n"
+    whole = "Async copies into LDS.\n```python\n" + need(V03).read_text() + "```\n"
     run = tmp_path / "llm"
     # The whole file arrives first: the knob edit is held until the loop has committed it as candidate 1.
 
@@ -257,7 +257,7 @@ def test_snippets_already_applied_edits_and_python3_fences_end_to_end(capsys, st
     snippet = "Use a larger K step:\n```python\nBLOCK_K = 128\n```\n"
     already = ("Restore the 64-wide K step.\n<<<<<<< SEARCH\n" + knobs_line(source).replace("64", "128", 1)
                + "=======\n" + knobs_line(source) + ">>>>>>> REPLACE\n")
-    whole = "## Async copies\nMove operands straight into LDS.\n```python3\n" + need(V02).read_text() + "```\nDone.\n"
+    whole = "## Async copies\nMove operands straight into LDS.\n```python3\n" + need(V03).read_text() + "```\nDone.\n"
     script = [Reply(snippet), Reply(knob_edit(source)), Reply(already), Reply(whole)]
     code, _, err, requests, run = run_llm(capsys, start, tmp_path, script, "--steps", "2")
     assert code == 0, err

@@ -8,7 +8,7 @@ import sys
 import time
 
 import pytest
-from agent_support import REPO, V00, V02, fsck_clean, git, knob_edit, nearpeak, need, refs, trailers_at
+from agent_support import REPO, V00, V03, fsck_clean, git, knob_edit, nearpeak, need, refs, trailers_at
 from fakellm import FakeLLM, Reply, Status
 
 from agent.ledger import MAIN, Ledger, LedgerError, attempt_ref
@@ -85,7 +85,7 @@ def test_killed_run_resumes_with_a_complete_history(tmp_path, capsys):
     assert set(refs(run)) == {"refs/heads/main", "refs/attempts/1-1"}
     fsck_clean(run)
 
-    whole = "Async copies into LDS.\n```python\n" + need(V02).read_text() + "```\n"
+    whole = "Async copies into LDS.\n```python\n" + need(V03).read_text() + "```\n"
     with FakeLLM([Reply(whole), Status(400, message="bad request")]) as server:
         code, _, err = nearpeak(capsys, "run", "--resume", run, "--base-url", server.base_url)
     assert code == 0, err
@@ -95,7 +95,7 @@ def test_killed_run_resumes_with_a_complete_history(tmp_path, capsys):
     assert [(e["step"], e["candidate"], e["verdict"]) for e in entries] == [
         (0, 0, "baseline"), (1, 1, "rejected"), (2, 1, "accepted"), (3, 1, "proposal-failed")]
     assert "http_400: " in trailers_at(run, attempt_ref(3, 1))["Reason"]
-    assert (run / "kernel.py").read_text() == V02.read_text()
+    assert (run / "kernel.py").read_text() == V03.read_text()
     assert Ledger(run).resolve(MAIN) == git(run, "rev-parse", "HEAD").strip()
     assert git(run, "status", "--porcelain") == ""
     fsck_clean(run)
