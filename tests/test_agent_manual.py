@@ -97,7 +97,8 @@ def test_prompt_files_replies_and_the_ledger_of_a_planned_step(capsys, start, tm
     assert file_at(run, by_candidate[holders[0]].sha, "plan.reply.md") == (prompts / "plan.reply.md").read_text()
     assert '"BLOCK_K": 32' in knobs_line(file_at(run, first.sha, "kernel.py"))
     code, out, _ = nearpeak(capsys, "history", run)
-    assert code == 0 and "idea" in out.splitlines()[4] and "2 Eight waves" in out
+    header = next(line for line in out.splitlines() if line.startswith("step "))
+    assert code == 0 and "idea" in header and "2 Eight waves" in out
     fsck_clean(run)
     assert (run / "prompts").is_dir() and git(run, "status", "--porcelain") == ""   # kept, and git ignores it
 

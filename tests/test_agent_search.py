@@ -14,6 +14,7 @@ from concurrent.futures import Future
 
 import pytest
 from agent_support import fsck_clean, git, nearpeak, refs
+from loop_support import FAKE_RATIO_ERROR
 
 from agent.config import RunConfig
 from agent.evaluation import MEASURED, OBJECTIVES, STATIC
@@ -31,7 +32,8 @@ def record(efficiency: float) -> dict:
     """A static record as the evaluator writes one (only the fields the judgement and trailers read)."""
     return {"status": "ok", "target": "gfx950", "triton_version": "3.6.0", "message": None, "line": None,
             "static": {"estimated_efficiency": efficiency, "estimated_tflops": efficiency * 1000, "registers": 128,
-                       "spills": 0, "hot_loop_spills": 0, "shared_bytes": 0}}
+                       "spills": 0, "hot_loop_spills": 0, "shared_bytes": 0,
+                       "throughput": {"ratio_error": FAKE_RATIO_ERROR}}}
 
 
 def later(delay: float, value) -> Future:

@@ -50,22 +50,21 @@ def test_tune_runs_share_their_cache(start, tmp_path, capsys):
     assert all(key.endswith("|4096x4096x8192|gfx950") for key in cache)
     for entry in cache.values():
         assert entry["status"] == "ok" and entry["estimated_tflops"] > 0 and entry["tflops_measured"] is None
-    # On the static objective num_warps=8 (two waves per SIMD hide each other's latency) beats v00's defaults
-    # and is accepted; BLOCK_K=32 does not and is kept as an attempt.
-    assert set(refs(first)) == {"refs/heads/main", "refs/attempts/1-2"}
-    where = {1: "refs/heads/main", 2: "refs/attempts/1-2"}
-    assert [json_at(first, where[n], "step.json")["proposal"]["cache_hit"] for n in (1, 2)] == [False, False]
+    # Neither setting clears the static judge's error bar over v00 (the first changes resident waves: unvalidated
+    # on gfx950, so its margin is wide): both are kept as attempts, and both land in the shared cache.
+    assert set(refs(first)) == {"refs/heads/main", "refs/attempts/1-1", "refs/attempts/1-2"}
+    tried = [json_at(first, f"refs/attempts/1-{n}", "step.json")["proposal"] for n in (1, 2)]
+    assert [p["cache_hit"] for p in tried] == [False, False]
+    assert "UNVALIDATED" in json_at(first, "refs/attempts/1-1", "step.json")["reason"]
 
     code, _, err = nearpeak(capsys, "run", "--target", "gfx950", "--from", start, "--proposer", "tune",
                             "--steps", "1", "--candidates", "1", "--runs-dir", runs, "--run-id", "second")
     assert code == 0, err
     second = runs / "second"
-    ref = "refs/attempts/1-1" if "refs/attempts/1-1" in refs(second) else "refs/heads/main"
-    # The second run starts with the setting that won in the first (known good, from the cache); BLOCK_K=32, which
-    # lost against v00's own for this kernel, is never proposed again.
-    proposal = json_at(second, ref, "step.json")["proposal"]
-    assert proposal["cache_hit"] is True and proposal["changed"] == {"num_warps": 8}
-    assert len(json.loads((runs / "tune-cache.json").read_text())) == 2
+    # The second run reads the first run's cache: a setting rejected there is never proposed again.
+    proposal = json_at(second, "refs/attempts/1-1", "step.json")["proposal"]
+    assert proposal["changed"] not in [p["changed"] for p in tried]
+    assert len(json.loads((runs / "tune-cache.json").read_text())) == 3
 
 
 def test_the_cache_proposes_known_good_settings_first_and_never_a_rejected_one(start, tmp_path):
