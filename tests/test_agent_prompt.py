@@ -56,7 +56,7 @@ def test_gfx950_prompt_shows_its_mfmas_in_the_compressed_hot_loop_and_the_f16_cy
     assert "limited by" in text and f"scratch_bytes {static['scratch_bytes']}" in text
     assert "launch grid [256, 1, 1] = 256 workgroups/CTAs for 256 CUs/SMs (1.00 per CU/SM)" in text
     assert "What the model leaves out" in text
-    assert "gl.amd.cdna4.mfma(a, b, acc)" in text
+    assert "gl.amd.cdna4.mfma(a, b, acc" in text  # 3.9 adds a cd_regclass argument
     assert "How the ladder applied its next technique after v08: v09" in text
     assert "This is request 2 of 3" in text
 

@@ -8,7 +8,9 @@ import subprocess
 import sys
 
 import pytest
+import triton
 from conftest import ROOT, TEST_KERNELS
+from triton.experimental.gluon import language as gl
 
 from evaluator.batch import ScoreOptions, plan_batch, summary_table
 from evaluator.containment import ContainmentError
@@ -109,13 +111,18 @@ def test_path_and_env_without_entry_are_usage_errors_for_one_file():
 
 # -- 4. errors that say where and why ---------------------------------------------------------------------
 
+NEWER_GLUON_MISSING = not hasattr(gl, "constexpr_function")   # Triton 3.9 has it: the fixture is not newer there
+
+
+@pytest.mark.skipif(not NEWER_GLUON_MISSING, reason="the installed Triton has gl.constexpr_function")
 def test_a_version_mismatch_is_named_at_its_line():
     name = "newer_gluon.py"
     with pytest.raises(Exception) as caught:
         compile_foreign(str(BATCH / name), "fill", [parse_arg("c=1024:fp16")], get_target("gfx950"))
     err = caught.value
     assert err.status == "import_error"
-    assert "is not in the installed Triton 3.6.0: the file may be written for another Triton version" in err.message
+    assert (f"is not in the installed Triton {triton.__version__}: the file may be written for another Triton version"
+            in err.message)
     assert err.line == line_of(BATCH / name, "@gl.constexpr_function")
 
 
@@ -174,7 +181,7 @@ def test_a_folder_of_mixed_files_reports_every_failure_with_line_and_reason(tmp_
     assert out.returncode == 0, out.stderr
     records = {r["label"]: r for r in map(json.loads, out_file.read_text().splitlines())}
     assert {k: r["status"] for k, r in records.items()} == {
-        "NOTES.md": "skipped", "cuda_at_import.py": "ok", "newer_gluon.py": "import_error",
+        "NOTES.md": "skipped", "cuda_at_import.py": "ok", "newer_gluon.py": "import_error" if NEWER_GLUON_MISSING else "ok",
         "scheduler_arg.py": "ok", "stage_outside_import.py": "ok", "starts_a_process.py": "policy_violation",
         "two_hosts.py": "call_error"}
     assert records["starts_a_process.py"]["policy"]["violations"][0]["rule"] == "process_network_ffi"
@@ -183,7 +190,8 @@ def test_a_folder_of_mixed_files_reports_every_failure_with_line_and_reason(tmp_
     summary = out.stdout
     line = line_of(BATCH / "starts_a_process.py", 'os.system("true")')
     assert f"starts_a_process.py:{line}: policy_violation: " in summary
-    assert f"newer_gluon.py:{line_of(BATCH / 'newer_gluon.py', '@gl.constexpr_function')}: import_error" in summary
+    if NEWER_GLUON_MISSING:
+        assert f"newer_gluon.py:{line_of(BATCH / 'newer_gluon.py', '@gl.constexpr_function')}: import_error" in summary
     assert "NOTES.md: not scored: not a Python file (.md)" in summary
     assert "56 VGPR + 16 AGPR" in summary and "registers/thread" in summary and "est. loop eff." in summary
 
