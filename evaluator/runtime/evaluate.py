@@ -14,6 +14,7 @@ import secrets
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from .. import provenance
 from ..contract import load_candidate
@@ -371,14 +372,33 @@ def _launch_bound(timer: timing.Timer, sides: dict[str, Callable[[int], object]]
             "launch_bound": any(bound.values()), "sides_launch_bound": bound}
 
 
-def _compare_at(cand_mod, inc_mod, cand_spec, inc_spec, shape, request: EvalRequest, info, tgt, device, seed: int,
-                trace: provenance.Trace, integrity: defenses.Integrity, defend_fully: bool) -> dict:
+@dataclass(frozen=True)
+class _Contest:
+    """What one comparison holds fixed across its shapes: both kernels, the device, the seed, the guards."""
+
+    cand_mod: object
+    inc_mod: object
+    cand_spec: object
+    inc_spec: object
+    request: EvalRequest
+    info: DeviceInfo
+    tgt: Target
+    device: object
+    seed: int
+    trace: provenance.Trace          # the candidate's: judged
+    integrity: defenses.Integrity
+
+
+def _compare_at(contest: _Contest, shape, defend_fully: bool) -> dict:
     """The A/B at one shape: both sides under the same guard, on the same input sets in the same order.
 
     The incumbent's launches go through a provenance guard of their own (its trace is not judged), so both
     sides pay the same host instrumentation; under graph timing neither side runs host code while timed.
     """
-    sets, _ = _rotating_sets(cand_spec, shape, device, seed, _cache_bytes(info, tgt), outputs_per_set=2)
+    cand_mod, inc_mod, cand_spec, inc_spec = contest.cand_mod, contest.inc_mod, contest.cand_spec, contest.inc_spec
+    request, device, seed, trace = contest.request, contest.device, contest.seed, contest.trace
+    sets, _ = _rotating_sets(cand_spec, shape, device, seed, _cache_bytes(contest.info, contest.tgt),
+                             outputs_per_set=2)
     snapshots = [corr.snapshot_inputs(s) for s in sets]
     count = len(sets)
     inc_out = [s["c"].clone() for s in sets]
@@ -412,7 +432,7 @@ def _compare_at(cand_mod, inc_mod, cand_spec, inc_spec, shape, request: EvalRequ
                                  "incumbent": statistics.median(samples["incumbent_ms"])}))
     if defend_fully:
         checks = _candidate_defenses(cand_mod, cand_spec, cand_knobs, shape, sets, snapshots, device, seed, trace,
-                                     integrity)
+                                     contest.integrity)
     else:  # later shapes: the timed outputs and operands; the other defenses ran at the first shape
         checks = [defenses.recheck_timed_outputs(sets, snapshots, cand_spec, shape)]
     if replay_check is not None:
@@ -452,10 +472,10 @@ def compare(candidate_path, incumbent_path, request: EvalRequest | None = None, 
     info = require_device(tgt.name)
     device = _device(info)
     seed = int(request.seed) if request.seed is not None else secrets.randbits(31)
+    contest = _Contest(cand_mod, inc_mod, cand_spec, inc_spec, request, info, tgt, device, seed, trace, integrity)
     per_shape = []
     for n, goal in enumerate(objective):
-        per_shape.append(_compare_at(cand_mod, inc_mod, cand_spec, inc_spec, goal.shape, request, info, tgt, device,
-                                     seed, trace, integrity, defend_fully=n == 0))
+        per_shape.append(_compare_at(contest, goal.shape, defend_fully=n == 0))
         torch.cuda.empty_cache()
     first = per_shape[0]
     if len(per_shape) == 1:
