@@ -3,6 +3,7 @@ reason and a line, scored a folder at a time (fixtures: tests/kernels/foreign_ba
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -193,7 +194,7 @@ def test_a_folder_of_mixed_files_reports_every_failure_with_line_and_reason(tmp_
     if NEWER_GLUON_MISSING:
         assert f"newer_gluon.py:{line_of(BATCH / 'newer_gluon.py', '@gl.constexpr_function')}: import_error" in summary
     assert "NOTES.md: not scored: not a Python file (.md)" in summary
-    assert "56 VGPR + 16 AGPR" in summary and "registers/thread" in summary and "est. loop eff." in summary
+    assert re.search(r"\d+ VGPR \+ \d+ AGPR", summary) and "registers/thread" in summary and "est. loop eff." in summary
 
 
 @pytest.mark.slow
