@@ -163,7 +163,6 @@ class EvaluationRecord:
     #                                  (line, end_line, statement, cause, reason, defines, why: evaluator.foreign_import)
     label: str | None = None         # batch mode: the file's path relative to the batch root
     objective: dict | None = None    # a run's problem: the static estimate at each objective shape and their mean
-    shape_class: dict | None = None  # a run's problem: the kernel's SHAPE_MULTIPLE and whether the problem fits
     undocumented: dict[str, Any] = field(default_factory=dict)
 
     @classmethod

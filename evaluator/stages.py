@@ -123,22 +123,11 @@ def evaluate_static(path: str | Path, request: EvalRequest | None = None, **fiel
                       kernel_provenance=first_trace.to_dict())
         if request.problem is not None or len(objective) > 1:
             record["objective"] = objective_section(request, statics)
-        narrowed = _narrowing(spec, request)
-        if narrowed:
-            record["shape_class"] = narrowed
         if request.dump_dir:
             record["dumped"] = dump_artifacts(first_kernels, tgt, request.dump_dir)
         return record
     except NearpeakError as err:
         return error_record(path, target, err)
-
-
-def _narrowing(spec, request: EvalRequest) -> dict | None:
-    """What the kernel's supported-shape class is, beside the problem's shapes (for the verdict to name)."""
-    if request.problem is None:
-        return None
-    return {"shape_multiple": list(spec.shape_multiple),
-            "problem_shapes_fit": all(spec.supports(s) for s in request.problem.shapes)}
 
 
 def evaluate_foreign(path: str | Path, entry: str, args: list[str], target: str, config: int | None = None,
