@@ -238,3 +238,20 @@ def test_launch_exceptions_are_classified_by_the_sandbox_fault_vocabulary(messag
 
     assert evaluate._fault_status(RuntimeError(message)) == status
     assert bool(GPU_FAULT_PATTERN.search(message)) == (status == "runtime_fault")
+
+
+def test_compare_at_a_problem_times_every_shape_and_pools_them(tmp_path, cpu_device):
+    """A run's problem of two weighted shapes: each is timed (never the candidate's own SHAPES), and the
+    verdict is one weighted-geometric-mean speedup whose interval holds both."""
+    from evaluator.request import Problem
+
+    problem = Problem.of([((128, 128, 64), 3.0), ((256, 192, 128), 1.0)])
+    result = evaluate.compare(write(tmp_path, "fast.py", HONEST), write(tmp_path, "slow.py", SLOW),
+                              EvalRequest(problem=problem, seed=2, ab_rounds=6, ab_calls=3))
+    assert result["shapes"] == [[128, 128, 64], [256, 192, 128]] and result["weights"] == [3.0, 1.0]
+    assert [r["shape"] for r in result["per_shape"]] == result["shapes"]
+    assert result["ci_low"] <= result["speedup"] <= result["ci_high"] and result["speedup"] > 1
+    per = [r["speedup"] for r in result["per_shape"]]
+    assert min(per) <= result["speedup"] <= max(per)  # a weighted mean of the two
+    assert result["candidate_correct"] and result["timing"] == "eager"
+    assert "host_us_per_call" in result["per_shape"][0] and "launch_bound" in result
