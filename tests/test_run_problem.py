@@ -172,3 +172,30 @@ def test_cli_run_takes_weighted_shapes_and_names_them(tmp_path, capsys):
 def test_cli_run_refuses_a_malformed_shape(tmp_path, capsys):
     assert main(["run", "--from", str(V00), "--runs-dir", str(tmp_path), "--shape", "16,4096"]) == 2
     assert "--shape" in capsys.readouterr().err
+
+
+class _AAEvaluator:
+    """An evaluator whose A/A gives a fixed interval (the GPU's part of the self-check)."""
+
+    def __init__(self, speedup, low, high):
+        self.result = {"speedup": speedup, "ci_low": low, "ci_high": high, "method": "fake A/A"}
+        self.calls = []
+
+    def self_compare(self, kernel, copy, rounds, calls):
+        self.calls.append((kernel.read_text() == copy.read_text(), rounds, calls))
+        return self.result
+
+
+def test_a_self_check_that_excludes_one_widens_the_margin(tmp_path):
+    from agent.runs import self_check
+
+    start = tmp_path / "kernel.py"
+    start.write_text(V00.read_text())
+    out = io.StringIO()
+    fair = self_check(_AAEvaluator(1.001, 0.995, 1.007), start, 0.01, Progress(out, heartbeat=0))
+    assert fair["covers_one"] and fair["min_gain"] == 0.01
+    biased_evaluator = _AAEvaluator(0.95, 0.94, 0.96)
+    biased = self_check(biased_evaluator, start, 0.01, Progress(out, heartbeat=0))
+    assert biased_evaluator.calls == [(True, 10, 5)]  # a byte-identical copy, the short A/A
+    assert not biased["covers_one"] and biased["min_gain"] == pytest.approx(0.06)  # |0.95-1| + half the width
+    assert "widened" in out.getvalue()
