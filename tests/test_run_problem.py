@@ -12,6 +12,7 @@ import math
 from pathlib import Path
 
 import pytest
+from loop_support import ScriptedProposer
 
 from agent.cli import main
 from agent.evaluation import Evaluator, shape_class_note
@@ -23,7 +24,6 @@ from agent.runs import NewRun, create_run
 from evaluator.errors import UsageError
 from evaluator.request import EvalRequest, ObjectiveShape, Problem, parse_shape, weighted_geomean
 from evaluator.stages import evaluate_static
-from loop_support import ScriptedProposer
 
 ROOT = Path(__file__).resolve().parent.parent
 V00 = ROOT / "kernels" / "gfx950" / "fp16" / "v00_naive.py"
