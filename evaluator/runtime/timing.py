@@ -270,32 +270,7 @@ def bootstrap_speedup(cand_ms: list[float], inc_ms: list[float], confidence: flo
     percentile interval of that statistic over rounds resampled with replacement (seeded: the same samples
     always give the same interval) and the Student-t interval of the mean log-ratio.
     """
-    if len(cand_ms) != len(inc_ms) or len(cand_ms) < 2:
-        raise ValueError("need at least two paired rounds")
-    logs = [math.log(i / c) for c, i in zip(cand_ms, inc_ms)]
-    point = math.exp(sum(logs) / len(logs))
-    rng = random.Random(seed)
-    n = len(logs)
-    stats = sorted(math.exp(sum(logs[rng.randrange(n)] for _ in range(n)) / n) for _ in range(resamples))
-    alpha = (1 - confidence) / 2
-    low = stats[max(0, math.floor(alpha * resamples))]
-    high = stats[min(resamples - 1, math.ceil((1 - alpha) * resamples) - 1)]
-    # The percentile bootstrap under-covers at 20 rounds (it ignores that the spread itself is estimated);
-    # the Student-t interval on the same log-ratios does not, so the interval is the wider of the two.
-    t_low, t_high = _t_interval(logs, confidence)
-    return point, min(low, t_low), max(high, t_high)
-
-
-def _t_interval(logs: list[float], confidence: float) -> tuple[float, float]:
-    """exp(mean +- t * sd / sqrt(n)) of log-ratios, t from the normal quantile with the usual 1/df correction."""
-    from statistics import NormalDist, fmean, stdev
-
-    n = len(logs)
-    z = NormalDist().inv_cdf(1 - (1 - confidence) / 2)
-    t = z * (1 + (1 + z * z) / (4 * (n - 1)))   # within 0.5% of Student's t for n >= 10
-    half = t * stdev(logs) / math.sqrt(n)
-    mean = fmean(logs)
-    return math.exp(mean - half), math.exp(mean + half)
+    return combine_rounds([(cand_ms, inc_ms)], [1.0], confidence=confidence, resamples=resamples, seed=seed)
 
 
 def compare_interleaved(cand_launch: Callable[[int], object], inc_launch: Callable[[int], object], device,
@@ -384,11 +359,16 @@ def compare_graphs(cand_graph, inc_graph, calls_per_graph: int, device, rounds: 
 
 def combine_rounds(per_shape: list[tuple[list[float], list[float]]], weights: list[float],
                    confidence: float = 0.95, resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
-    """Weighted geometric mean over shapes of the per-shape paired speedups, with one bootstrap interval.
+    """Weighted geometric mean over shapes of the per-shape paired speedups, with one interval (one shape:
+    `bootstrap_speedup`).
 
     `per_shape[j]` is (candidate round times, incumbent round times) at shape j. Each resample draws every
     shape's rounds with replacement, within that shape, and combines the shapes' mean log-ratios by weight.
+    The percentile bootstrap under-covers at 20 rounds (it ignores that the spread itself is estimated); the
+    Student-t interval of the same weighted mean log-ratio does not, so the interval is the wider of the two.
     """
+    if any(len(cand) != len(inc) or len(cand) < 2 for cand, inc in per_shape):
+        raise ValueError("need at least two paired rounds")
     logs = [[math.log(i / c) for c, i in zip(cand, inc)] for cand, inc in per_shape]
     total = sum(weights)
 
@@ -402,4 +382,18 @@ def combine_rounds(per_shape: list[tuple[list[float], list[float]]], weights: li
     alpha = (1 - confidence) / 2
     low = stats[max(0, math.floor(alpha * resamples))]
     high = stats[min(resamples - 1, math.ceil((1 - alpha) * resamples) - 1)]
-    return point, low, high
+    t_low, t_high = _t_interval(logs, weights, confidence)
+    return point, min(low, t_low), max(high, t_high)
+
+
+def _t_interval(logs: list[list[float]], weights: list[float], confidence: float) -> tuple[float, float]:
+    """exp(mean +- t * se) of the weighted mean of each shape's mean log-ratio (se from each shape's rounds), t
+    from the normal quantile with the usual 1/df correction on the fewest rounds."""
+    from statistics import NormalDist, fmean, stdev
+
+    total = sum(weights)
+    mean = sum(w * fmean(x) for x, w in zip(logs, weights)) / total
+    se = math.sqrt(sum((w / total) ** 2 * stdev(x) ** 2 / len(x) for x, w in zip(logs, weights)))
+    z = NormalDist().inv_cdf(1 - (1 - confidence) / 2)
+    t = z * (1 + (1 + z * z) / (4 * (min(len(x) for x in logs) - 1)))   # within 0.5% of Student's t for n >= 10
+    return math.exp(mean - t * se), math.exp(mean + t * se)
