@@ -73,10 +73,6 @@ class Problem:
                    timing)
 
     @property
-    def first_shape(self) -> Shape:
-        return self.objective[0].shape
-
-    @property
     def shapes(self) -> tuple[Shape, ...]:
         """Every shape of the problem, objective first: what a kernel must be able to run."""
         return tuple(o.shape for o in self.objective) + self.check_shapes

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from . import SCHEMA_VERSION
 from .errors import NearpeakError, NoDeviceError, ShapeUnsupported, UsageError
-from .request import EvalRequest, weighted_geomean
+from .request import EvalRequest, ObjectiveShape, weighted_geomean
 from .targets import get_target
 
 
@@ -70,18 +70,17 @@ def _require_shapes(spec, request: EvalRequest) -> None:
                                f"shape(s) {listed}", file=spec.path)
 
 
-def objective_section(request: EvalRequest, statics: list[dict]) -> dict:
+def objective_section(objective: tuple[ObjectiveShape, ...], timing: str, statics: list[dict]) -> dict:
     """The record's `objective`: the static estimate at each objective shape and their weighted geometric mean.
 
-    `statics[i]` is the static section at objective shape i; the first is the record's own `static` and is
-    not repeated here (`extra_static` holds the others, in order).
+    `statics[i]` is the static section at `objective[i]`; the first is the record's own `static` and is not
+    repeated here (`extra_static` holds the others, in order).
     """
-    objective = request.shapes_for(tuple(statics[0].get("shape") or ()))
     estimates = [s.get("estimated_tflops") for s in statics]
     geomean = (round(weighted_geomean(estimates, [o.weight for o in objective]), 1)
                if all(e is not None and e > 0 for e in estimates) else None)
     return {"shapes": [list(o.shape) for o in objective], "weights": [o.weight for o in objective],
-            "timing": request.timing, "estimated_tflops": estimates, "geomean_estimated_tflops": geomean,
+            "timing": timing, "estimated_tflops": estimates, "geomean_estimated_tflops": geomean,
             "extra_static": statics[1:], "kind": "static estimate at each objective shape"}
 
 
@@ -122,7 +121,7 @@ def evaluate_static(path: str | Path, request: EvalRequest | None = None, **fiel
                                                                     if k != "shape"},
                       kernel_provenance=first_trace.to_dict())
         if request.problem is not None or len(objective) > 1:
-            record["objective"] = objective_section(request, statics)
+            record["objective"] = objective_section(objective, request.timing, statics)
         if request.dump_dir:
             record["dumped"] = dump_artifacts(first_kernels, tgt, request.dump_dir)
         return record
