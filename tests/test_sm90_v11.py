@@ -31,7 +31,7 @@ SMS = 132
 SHARED_LIMIT = 227 * 1024
 TABLE_KNOBS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "NUM_STAGES", "EPILOGUE_SPLIT", "FIT_GRID", "SPLIT_K",
                "MIN_SPLIT_STEPS")
-SMALL_KNOBS = ("SMALL_M", "SMALL_BLOCK_N", "SMALL_SPLIT_K", "SMALL_MIN_SPLIT_STEPS")
+SMALL_KNOBS = ("SMALL_M", "SMALL_BLOCK_N", "SMALL_SPLIT_K", "SMALL_MIN_SPLIT_STEPS", "SMALL_CHUNK_M")
 
 
 def table(path: Path, shape, **overrides):
@@ -209,7 +209,8 @@ def test_a_cached_plan_takes_every_tensor_from_the_current_call(path, shape):
     module, spec = load_candidate(path)
     knobs = [spec.knobs[n] for n in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "NUM_STAGES", "GROUP_M", "PRODUCER_REGS",
                                      "EPILOGUE_SPLIT", "FIT_GRID", "SPLIT_K", "MIN_SPLIT_STEPS", "SMALL_M",
-                                     "SMALL_BLOCK_N", "SMALL_SPLIT_K", "SMALL_MIN_SPLIT_STEPS", "num_warps")]
+                                     "SMALL_BLOCK_N", "SMALL_SPLIT_K", "SMALL_MIN_SPLIT_STEPS", "SMALL_CHUNK_M",
+                                     "num_warps")]
     first, later = call_tensors(spec, shape), call_tensors(spec, shape)
     plan = module.make_plan(first["a"], first["b"], first["c"], *knobs)
     assert plan.sched.swap_ab == (shape[0] <= spec.knobs["SMALL_M"])
@@ -227,26 +228,24 @@ def test_a_cached_plan_takes_every_tensor_from_the_current_call(path, shape):
         assert named["ldc"] == later["c"].stride(0) and named["SPLIT_K"] == plan.sched.split_k
 
 
-def emulate_decode_writes(module, shape, sched, counters_before: int) -> tuple:
+def emulate_decode_writes(module, shape, sched) -> tuple:
     """The decode kernel's work-unit, split-K and store arithmetic (small_consumer), replayed in Python.
 
-    Returns (times each C element is stored, K steps covered per (tile, step), workspace elements written).
+    Returns (times each C element is stored, K steps covered per (tile, step), workspace elements written,
+    workspace size, the arrival counters after the launch).
     """
     M, N, K = shape
     block_k = module.KNOBS["BLOCK_K"]
-    bn, bm, split = sched.block_n, sched.block_m, sched.split_k
-    chunk = min(bm, module.SMALL_CHUNK_M)
+    bn, bm, split, chunk = sched.block_n, sched.block_m, sched.split_k, sched.chunk_m
     tiles, k_steps, slot = -(-N // bn), -(-K // block_k), bn * bm
     stores = [[0] * N for _ in range(M)]
     steps = {}
     ws_written = set()
-    counters = [counters_before] * tiles
+    counters = [0] * tiles
     for pid in range(sched.grid):
-        for unit in range(pid, tiles * split, sched.grid):      # unit_range
-            tile, part = (unit, 0) if split == 1 else (unit % tiles, unit // tiles)
-            per = -(-k_steps // split)
-            k_lo = min(part * per, k_steps) if split > 1 else 0
-            k_hi = min(k_lo + per, k_steps) if split > 1 else k_steps
+        for unit in range(pid, tiles * split, sched.grid):      # small_unit_range
+            tile, part = unit % tiles, unit // tiles
+            k_lo, k_hi = part * k_steps // split, (part + 1) * k_steps // split
             for k in range(k_lo, k_hi):
                 steps[(tile, k)] = steps.get((tile, k), 0) + 1
             n_idx = [tile * bn + r for r in range(bn)]
@@ -256,29 +255,30 @@ def emulate_decode_writes(module, shape, sched, counters_before: int) -> tuple:
                 base = tile * split * slot
                 ws_written.update(base + part * slot + col * bn + row for col in range(bm) for row in range(bn))
                 old = counters[tile]
-                counters[tile] = (old + 1) % 2 ** 32
-                if ((old + 1) & (split - 1)) != 0:
+                counters[tile] = old + 1
+                if old != split - 1:
                     continue
+                counters[tile] = 0                                  # the reducer resets its tile's counter
                 targets = [(m0 + j, n) for m0 in range(0, bm, chunk) for j in range(chunk) for n in n_idx
                            if n < N and m0 + j < M]
             for m, n in targets:
                 stores[m][n] += 1
-    return stores, steps, ws_written, tiles * split * slot
+    return stores, steps, ws_written, tiles * split * slot, counters
 
 
 @pytest.mark.parametrize("path", [BF16, FP8], ids=["bf16", "fp8"])
 @pytest.mark.parametrize("shape,knobs", [((16, 1024, 4096), {}), ((1, 768, 2048), {}), ((7, 1016, 1008), {}),
                                          ((7, 1016, 1008), {"SMALL_SPLIT_K": 16}), ((100, 520, 1024), {}),
-                                         ((16, 1024, 1024), {"SMALL_SPLIT_K": 1})])
+                                         ((16, 1024, 1024), {"SMALL_SPLIT_K": 1}), ((64, 1016, 1000), {"SMALL_SPLIT_K": 3}),
+                                         ((128, 520, 4096), {"SMALL_SPLIT_K": 6, "SMALL_CHUNK_M": 32})])
 def test_decode_arithmetic_writes_every_element_of_c_once(path, shape, knobs):
     module, _ = load_candidate(path)
     sched = table(path, shape, **knobs)
     assert sched.swap_ab
-    # Counters are never reset: a second launch finds each at a multiple of S (or wrapped around 2^32).
-    for before in (0, sched.split_k, 2 ** 32 - sched.split_k):
-        stores, steps, ws_written, ws_size = emulate_decode_writes(module, shape, sched, before)
-        assert all(count == 1 for row in stores for count in row), (before, sched)
-        k_steps = -(-shape[2] // module.KNOBS["BLOCK_K"])
-        assert steps == {(t, k): 1 for t in range(-(-shape[1] // sched.block_n)) for k in range(k_steps)}
-        if sched.split_k > 1:
-            assert ws_written == set(range(ws_size))   # the reducer reads no element nobody wrote
+    stores, steps, ws_written, ws_size, counters = emulate_decode_writes(module, shape, sched)
+    assert all(count == 1 for row in stores for count in row), sched
+    k_steps = -(-shape[2] // module.KNOBS["BLOCK_K"])
+    assert steps == {(t, k): 1 for t in range(-(-shape[1] // sched.block_n)) for k in range(k_steps)}
+    assert counters == [0] * len(counters)              # the next launch starts from zero, whatever S is
+    if sched.split_k > 1:
+        assert ws_written == set(range(ws_size))       # the reducer reads no element nobody wrote

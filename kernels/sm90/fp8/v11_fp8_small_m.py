@@ -111,18 +111,19 @@ SHAPE_MULTIPLE = (1, 8, 16)  # TMA zero-fills partial boxes; row strides must be
 # for the decode path (0 = the table picks from SMALL_SPLITS).
 KNOBS = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 128, "NUM_STAGES": 4, "GROUP_M": 8, "PRODUCER_REGS": 40,
          "EPILOGUE_SPLIT": 4, "FIT_GRID": 1, "SPLIT_K": 0, "MIN_SPLIT_STEPS": 16, "SMALL_M": 128,
-         "SMALL_BLOCK_N": 128, "SMALL_SPLIT_K": 0, "SMALL_MIN_SPLIT_STEPS": 4, "num_warps": 8}
+         "SMALL_BLOCK_N": 128, "SMALL_SPLIT_K": 0, "SMALL_MIN_SPLIT_STEPS": 4, "SMALL_CHUNK_M": 0, "num_warps": 8}
 # EPILOGUE_SPLIT stays 4: a 2-way split double-buffers two 128 x 128 bf16 C slices (64 KiB), which with the
 # default 4-stage ring (4 x 48 KiB) needs 256 KiB of shared memory, over the 227 KiB limit; it fits only at
 # NUM_STAGES = 3, and KNOB_CHOICES cannot pair values (the tune proposer sweeps every combination); as in v09.
 KNOB_CHOICES = {"NUM_STAGES": [3, 4], "GROUP_M": [4, 8, 16], "SPLIT_K": [0, 1, 2, 4], "MIN_SPLIT_STEPS": [4, 16],
-                "SMALL_M": [0, 64, 128], "SMALL_BLOCK_N": [64, 128], "SMALL_SPLIT_K": [0, 1, 2, 4, 8, 16]}
+                "SMALL_M": [0, 64, 128], "SMALL_BLOCK_N": [64, 128], "SMALL_SPLIT_K": [0, 1, 2, 3, 4, 6, 8, 12, 16], "SMALL_CHUNK_M": [0, 8, 32]}
 MAX_SPLIT_K = 4
-SMALL_SPLITS = (1, 2, 4, 8, 16)   # powers of two: the arrival counters are never reset (see v10)
+SMALL_SPLITS = tuple(range(1, 17))  # any S: the decode path's reducer resets its tile's counter
 SMALL_WARPS = 4                   # one consumer warpgroup (the producer warp comes on top)
 SMALL_SMEM_BYTES = 200 * 1024     # decode ring + epilogue scratch, under the 227 KiB a block may use
 MAX_SMALL_STAGES = 12
-SMALL_CHUNK_M = 8                 # tokens the split-K reducer sums at a time (registers)
+SMALL_CHUNK_M = 8                 # fewest tokens the split-K reducer sums at a time
+SMALL_REDUCE_REGS = 128           # registers the reducer's S loads in flight may take per thread
 ELEMENT_BYTES = 1
 OPERAND_GL_DTYPE = gl.float8e4nv
 PLAN_CACHE_SIZE = 64         # geometries kept; cleared wholesale when full
@@ -347,6 +348,14 @@ def gemm_kernel(a_desc, b_desc, c_desc, ws_ptr, cnt_ptr, a_scale_ptr, b_scale_pt
 
 
 @gluon.jit
+def small_unit_range(unit, num_tiles, k_steps, SPLIT_K: gl.constexpr):
+    """Decode work unit -> (tile, split, first K step, end K step); S ranges of a tile differ by <= 1 step."""
+    tile = unit % num_tiles
+    split = unit // num_tiles
+    return tile, split, split * k_steps // SPLIT_K, (split + 1) * k_steps // SPLIT_K
+
+
+@gluon.jit
 def small_producer(a_desc, b_desc, a_smem, b_smem, ready, empty, c_ptr, ws_ptr, cnt_ptr, a_scale_ptr, b_scale_ptr, M, N, K, ldc,
                    NUM_STAGES: gl.constexpr, SPLIT_K: gl.constexpr, CHUNK_M: gl.constexpr):
     """One warp: for every (work unit, K step), wait for a free slot, then copy B's rows and all of A's rows."""
@@ -356,7 +365,7 @@ def small_producer(a_desc, b_desc, a_smem, b_smem, ready, empty, c_ptr, ws_ptr, 
     k_steps = gl.cdiv(K, BLOCK_K)
     i = 0
     for unit in range(gl.program_id(0), num_tiles * SPLIT_K, gl.num_programs(0)):
-        tile, _, k_lo, k_hi = unit_range(unit, num_tiles, k_steps, SPLIT_K)
+        tile, _, k_lo, k_hi = small_unit_range(unit, num_tiles, k_steps, SPLIT_K)
         for k in range(k_lo, k_hi):
             s = i % NUM_STAGES
             mbarrier.wait(empty.index(s), ((i // NUM_STAGES) & 1) ^ 1)
@@ -386,7 +395,7 @@ def small_consumer(a_desc, b_desc, a_smem, b_smem, ready, empty, c_ptr, ws_ptr, 
     scale = gl.load(a_scale_ptr) * gl.load(b_scale_ptr)
     i = 0
     for unit in range(gl.program_id(0), num_tiles * SPLIT_K, gl.num_programs(0)):
-        tile, split, k_lo, k_hi = unit_range(unit, num_tiles, k_steps, SPLIT_K)
+        tile, split, k_lo, k_hi = small_unit_range(unit, num_tiles, k_steps, SPLIT_K)
         acc = gl.zeros([BLOCK_NB, BLOCK_MA], gl.float32, acc_layout)
         for k in range(k_lo, k_hi):
             s = i % NUM_STAGES
@@ -415,7 +424,10 @@ def small_consumer(a_desc, b_desc, a_smem, b_smem, ready, empty, c_ptr, ws_ptr, 
             # Every consumer thread's stores precede the one release below (barrier, then one atomic).
             barrier()
             old = gl.atomic_add(cnt_ptr + tile, 1, sem="acq_rel", scope="gpu")
-            if ((old + 1) & (SPLIT_K - 1)) == 0:
+            if old == SPLIT_K - 1:
+                # Every unit of this tile has arrived, so none touches the counter again in this launch:
+                # reset it for the next one (kernel boundaries order the reset before that launch's adds).
+                gl.atomic_xchg(cnt_ptr + tile, 0, sem="relaxed", scope="gpu")
                 # The last unit sums the SPLIT_K partials in the fixed order 0..SPLIT_K-1, CHUNK_M tokens at a
                 # time, in the store layout (the barrier above made this CTA's own partial visible to it).
                 for m0 in gl.static_range(0, BLOCK_MA, CHUNK_M):
@@ -466,6 +478,7 @@ class Schedule:
     why: str
     swap_ab: bool = False    # the decode path: C^T = B @ A^T
     block_m: int = 0         # decode path: A's box rows (M rounded up), the wgmma N
+    chunk_m: int = 0         # decode path under split-K: tokens the reducer sums per round
 
 
 def num_sms(device: torch.device) -> int:
@@ -505,8 +518,17 @@ def small_split(tiles: int, k_steps: int, sms: int, min_steps: int, epilogue_ste
     return best
 
 
+def reducer_chunk(block_m: int, split: int) -> int:
+    """Tokens the split-K reducer sums per round: as many as keep its S loads in flight within SMALL_REDUCE_REGS
+    registers (each round waits for one L2 round trip, so fewer rounds is a shorter tail)."""
+    chunk = SMALL_CHUNK_M
+    while chunk * 2 <= block_m and chunk * 2 * split <= SMALL_REDUCE_REGS:
+        chunk *= 2
+    return min(chunk, block_m)
+
+
 def small_schedule(M: int, N: int, K: int, sms: int, BLOCK_K: int, SMALL_BLOCK_N: int, SMALL_SPLIT_K: int,
-                   SMALL_MIN_SPLIT_STEPS: int) -> Schedule:
+                   SMALL_MIN_SPLIT_STEPS: int, SMALL_CHUNK_M: int = 0) -> Schedule:
     """The decode rows of the decision table (M <= SMALL_M): tile, ring depth, split and grid."""
     block_m = small_block_m(M)
     tiles = triton.cdiv(N, SMALL_BLOCK_N)
@@ -518,17 +540,20 @@ def small_schedule(M: int, N: int, K: int, sms: int, BLOCK_K: int, SMALL_BLOCK_N
         split = small_split(tiles, k_steps, sms, SMALL_MIN_SPLIT_STEPS, triton.cdiv(2 * partial_bytes, stage_bytes))
     else:
         split = SMALL_SPLIT_K if SMALL_SPLIT_K in SMALL_SPLITS and k_steps >= SMALL_SPLIT_K else 1
+    chunk = min(block_m, SMALL_CHUNK_M) if SMALL_CHUNK_M else reducer_chunk(block_m, split)
     return Schedule(SMALL_BLOCK_N, stages, 1, split, min(sms, tiles * split),
                     f"decode: {block_m}-row A box, {tiles} tiles of {SMALL_BLOCK_N} n, split-K {split}",
-                    swap_ab=True, block_m=block_m)
+                    swap_ab=True, block_m=block_m, chunk_m=chunk)
 
 
 def schedule(M: int, N: int, K: int, sms: int, BLOCK_M: int, BLOCK_N: int, BLOCK_K: int, NUM_STAGES: int,
              EPILOGUE_SPLIT: int, FIT_GRID: int, SPLIT_K: int, MIN_SPLIT_STEPS: int, SMALL_M: int = 0,
-             SMALL_BLOCK_N: int = 128, SMALL_SPLIT_K: int = 0, SMALL_MIN_SPLIT_STEPS: int = 4) -> Schedule:
+             SMALL_BLOCK_N: int = 128, SMALL_SPLIT_K: int = 0, SMALL_MIN_SPLIT_STEPS: int = 4,
+             SMALL_CHUNK_M: int = 0) -> Schedule:
     """The decision table of the module docstring."""
     if M <= SMALL_M:
-        return small_schedule(M, N, K, sms, BLOCK_K, SMALL_BLOCK_N, SMALL_SPLIT_K, SMALL_MIN_SPLIT_STEPS)
+        return small_schedule(M, N, K, sms, BLOCK_K, SMALL_BLOCK_N, SMALL_SPLIT_K, SMALL_MIN_SPLIT_STEPS,
+                              SMALL_CHUNK_M)
     tiles = triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N)
     half = triton.cdiv(M, BLOCK_M) * triton.cdiv(N, max(1, BLOCK_N // 2))
     k_steps = triton.cdiv(K, BLOCK_K)
@@ -591,11 +616,12 @@ def workspace(device, tiles: int, split: int, slot: int) -> tuple:
 
 def make_plan(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, NUM_STAGES, GROUP_M, PRODUCER_REGS, EPILOGUE_SPLIT, FIT_GRID,
               SPLIT_K, MIN_SPLIT_STEPS, SMALL_M, SMALL_BLOCK_N, SMALL_SPLIT_K, SMALL_MIN_SPLIT_STEPS,
-              num_warps) -> Plan:
+              SMALL_CHUNK_M, num_warps) -> Plan:
     M, K = a.shape
     N = b.shape[0]
     sched = schedule(M, N, K, num_sms(a.device), BLOCK_M, BLOCK_N, BLOCK_K, NUM_STAGES, EPILOGUE_SPLIT,
-                     FIT_GRID, SPLIT_K, MIN_SPLIT_STEPS, SMALL_M, SMALL_BLOCK_N, SMALL_SPLIT_K, SMALL_MIN_SPLIT_STEPS)
+                     FIT_GRID, SPLIT_K, MIN_SPLIT_STEPS, SMALL_M, SMALL_BLOCK_N, SMALL_SPLIT_K, SMALL_MIN_SPLIT_STEPS,
+                     SMALL_CHUNK_M)
     if sched.swap_ab:
         tiles = triton.cdiv(N, sched.block_n)
         ws, cnt = workspace(a.device, tiles, sched.split_k, sched.block_n * sched.block_m)
@@ -603,7 +629,7 @@ def make_plan(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, NUM_STAGES, GROUP_M, PRODUCER_
         layouts = tuple(gl.NVMMASharedLayout.get_default_for(blk, OPERAND_GL_DTYPE) for blk in blocks)
         return Plan(sched=sched, fn=small_kernel, blocks=blocks, layouts=layouts, num_warps=SMALL_WARPS,
                     scalars=(ws, cnt, M, N, K, c.stride(0), sched.num_stages, PRODUCER_REGS, sched.split_k,
-                             min(sched.block_m, SMALL_CHUNK_M), SMALL_WARPS))
+                             sched.chunk_m, SMALL_WARPS))
     sub_n = sched.block_n // sched.epilogue_split
     tiles = triton.cdiv(M, BLOCK_M) * triton.cdiv(N, sched.block_n)
     ws, cnt = workspace(a.device, tiles, sched.split_k, BLOCK_M * sched.block_n)
@@ -691,10 +717,10 @@ def launch_slow(key: tuple, a, b, c, a_scale, b_scale, knobs: tuple):
 def launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor,
            BLOCK_M: int, BLOCK_N: int, BLOCK_K: int, NUM_STAGES: int, GROUP_M: int, PRODUCER_REGS: int,
            EPILOGUE_SPLIT: int, FIT_GRID: int, SPLIT_K: int, MIN_SPLIT_STEPS: int, SMALL_M: int, SMALL_BLOCK_N: int,
-           SMALL_SPLIT_K: int, SMALL_MIN_SPLIT_STEPS: int, num_warps: int):
+           SMALL_SPLIT_K: int, SMALL_MIN_SPLIT_STEPS: int, SMALL_CHUNK_M: int, num_warps: int):
     """C = a_scale * b_scale * (A @ B^T). Returns the compiled kernel so callers can read registers and spills."""
     knobs = (BLOCK_M, BLOCK_N, BLOCK_K, NUM_STAGES, GROUP_M, PRODUCER_REGS, EPILOGUE_SPLIT, FIT_GRID, SPLIT_K,
-             MIN_SPLIT_STEPS, SMALL_M, SMALL_BLOCK_N, SMALL_SPLIT_K, SMALL_MIN_SPLIT_STEPS, num_warps)
+             MIN_SPLIT_STEPS, SMALL_M, SMALL_BLOCK_N, SMALL_SPLIT_K, SMALL_MIN_SPLIT_STEPS, SMALL_CHUNK_M, num_warps)
     key = (a.data_ptr(), b.data_ptr(), c.data_ptr(), a_scale.data_ptr(), b_scale.data_ptr(), a.shape, b.shape,
            c.shape, a.stride(), b.stride(), c.stride(), a.dtype, c.dtype, a.get_device(), knobs)
     fast = _FAST.get(key)
