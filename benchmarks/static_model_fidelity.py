@@ -10,8 +10,11 @@ Three sets, each a list of (kernel, static estimate, reference figure):
 * sm90_knob_variants: the knob variants of benchmarks/sm90_knob_variants.json (chosen before any estimate of
   them was computed) against their H200 measurement (benchmarks/results/sm90_knob_variants_h200.jsonl).
 
-* measured sets from the GPU script (benchmarks/knob_variants_gpu.py JSONL, `--measured FILE`, repeatable): each
-  file's header names its set (sm90_occupancy_variants for the occupancy set), device, commit and date.
+* measured sets from the GPU script (benchmarks/knob_variants_gpu.py JSONL, `--measured FILE`, repeatable; without
+  it every file of MEASURED_FILES that exists): each file's header names its set (sm90_occupancy_variants and
+  sm90_occupancy_variants_2 for the occupancy sets), device, commit and date. Each set is labelled in or out of
+  sample (SAMPLE): occupancy set 1 is in-sample since the spill-placement change was diagnosed on it, and its
+  out-of-sample figure from before that change stays on record (EARLIER_OUT_OF_SAMPLE).
 
 For each: Spearman rho with n and a permutation p-value, pairwise ordering accuracy and, where estimate and
 reference share a unit, the median absolute relative error. gfx950's clock is fitted on the ten fp16 stages'
@@ -40,6 +43,27 @@ RESULTS = ROOT / "benchmarks" / "results"
 LADDER_RUNS = (RESULTS / "sm90_bf16_ladder.json", RESULTS / "sm90_bf16_ladder_run1.json")
 VARIANTS = ROOT / "benchmarks" / "sm90_knob_variants.json"
 VARIANT_RESULTS = RESULTS / "sm90_knob_variants_h200.jsonl"
+# The measured files scored when no --measured is given (those that exist): occupancy set 1, the re-measured knob
+# variants, the held-out occupancy set 2 (once the H200 run has written it).
+MEASURED_FILES = (RESULTS / "sm90_occupancy_variants_h200.jsonl", RESULTS / "sm90_knob_variants_h200_stop31.jsonl",
+                  RESULTS / "sm90_occupancy_variants_2_h200.jsonl")
+# Whether the model has seen a set: what the figures of each measured set may be read as.
+SAMPLE = {
+    "sm90_knob_variants": "out of sample: chosen and committed before any estimate; nothing fitted on them",
+    "sm90_occupancy_variants": "in-sample since c4d6d9e: the spill-placement mechanism was diagnosed on this set "
+                               "(no constant fitted on it)",
+    "sm90_occupancy_variants_2": "out of sample: held out, committed in 90607a0 before any estimate of it",
+}
+# Occupancy set 1 against the model it was held out from (benchmarks/results/static_model_fidelity.json as of
+# e0577dc, made on a3f2b0a): the out-of-sample figure, kept on record now that the set is in-sample.
+EARLIER_OUT_OF_SAMPLE = [
+    {"set": "sm90_occupancy_variants", "estimate": "estimated_tflops, model of a3f2b0a (before the spill change)",
+     "against": "measured TFLOP/s (NVIDIA H200)", "kernels": "4096x4096x4096, out of sample", "n": 15,
+     "spearman": 0.305, "p_value": 0.267, "pairwise_accuracy": 0.649, "pairs": 101, "median_abs_error": 0.197,
+     "sample": "out of sample (held out until the model of a3f2b0a was scored on it)", "model_commit": "a3f2b0a",
+     "source": "benchmarks/results/static_model_fidelity.json at e0577dc", "tie_threshold": 0.03,
+     "dropped": [], "rows": []},
+]
 SM90_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192))
 GFX950_FILES = tuple(f"kernels/gfx950/fp16/{name}.py" for name in (
     "v00_naive", "v01_buffer_load", "v02_async_copy", "v03_lds", "v04_global_prefetch", "v05_local_prefetch",
@@ -115,17 +139,17 @@ def gfx950_records(estimates: dict) -> list[dict]:
             "measured": r["published_tflops"]} for i, (r, path) in enumerate(zip(fp16, GFX950_FILES))]
     return [
         compare("gfx950_published", "estimated_efficiency", "published MFMA efficiency", pick(fp16, "estimated_efficiency",
-                "published_efficiency"), kernels="ten fp16 stages"),
+                "published_efficiency"), kernels="ten fp16 stages", sample="nothing fitted on the efficiencies"),
         compare("gfx950_published", "estimated_efficiency", "published MFMA efficiency", pick(rows, "estimated_efficiency",
                 "published_efficiency"), kernels="ten fp16 stages + bf8 + MXFP4"),
         compare("gfx950_published", "estimated_tflops", "published TFLOP/s", pick(fp16, "estimated_tflops",
-                "published_tflops"), kernels="ten fp16 stages"),
+                "published_tflops"), kernels="ten fp16 stages", sample="in-sample: the clock line is fitted on them"),
         compare("gfx950_published", "estimated_tflops", "published TFLOP/s", pick(rows, "estimated_tflops",
                 "published_tflops"), kernels="ten fp16 stages + bf8 + MXFP4"),
         compare("gfx950_published", "estimated_tflops, leave-one-out clock", "published TFLOP/s", loo,
-                kernels="ten fp16 stages, each with the clock line fitted on the other nine"),
+                kernels="ten fp16 stages, each with the clock line fitted on the other nine", sample="leave-one-out"),
         compare("gfx950_published", "estimated_tflops", "published TFLOP/s", pick(rows[10:], "estimated_tflops",
-                "published_tflops"), kernels="bf8 + MXFP4 (out of sample: not in the clock fit)"),
+                "published_tflops"), kernels="bf8 + MXFP4 (out of sample: not in the clock fit)", sample="out of sample"),
     ]
 
 
@@ -156,7 +180,8 @@ def sm90_records(estimates: dict) -> list[dict]:
         rows = [{"label": s, "estimate": estimates[(files[s], shape, None)]["estimated_tflops"],
                  "measured": (runs[0].get((s, shape)) or {}).get("tflops")} for s in stages]
         out.append(compare("sm90_measured", "estimated_tflops", "measured TFLOP/s (H200)", rows, shape=list(shape),
-                           measured_in=str(LADDER_RUNS[0].relative_to(ROOT))))
+                           measured_in=str(LADDER_RUNS[0].relative_to(ROOT)),
+                           sample="in-sample: the two memory constants were fitted on it"))
     shape = SM90_SHAPES[1]
     rows = [{"label": s, "estimate": estimates[(files[s], shape, None)]["estimated_efficiency"],
              "measured": (runs[0].get((s, shape)) or {}).get("tensor_pipe_pct")} for s in stages]
@@ -205,10 +230,10 @@ def variant_records(estimates: dict) -> list[dict]:
                                 "measured_status": r.get("status")})
     return [
         compare("sm90_knob_variants", "estimated_tflops", "measured TFLOP/s (H200)", rows["variant"], tie,
-                shape=list(shape), measured_in=str(VARIANT_RESULTS.relative_to(ROOT))),
+                shape=list(shape), measured_in=str(VARIANT_RESULTS.relative_to(ROOT)), sample=SAMPLE["sm90_knob_variants"]),
         compare("sm90_knob_variants", "estimated_tflops", "measured TFLOP/s (H200)", rows["variant"] + rows["default"],
                 tie, shape=list(shape), kernels="variants and the stage defaults measured in the same run",
-                measured_in=str(VARIANT_RESULTS.relative_to(ROOT))),
+                measured_in=str(VARIANT_RESULTS.relative_to(ROOT)), sample=SAMPLE["sm90_knob_variants"]),
     ]
 
 
@@ -249,7 +274,7 @@ def measured_records(path: Path, estimates: dict) -> list[dict]:
                 "measured_status": r.get("status"), "mechanism": r.get("mechanism")})
         provenance = {"device": header.get("device") or next((r.get("device") for r in members if r.get("device")), None),
                       "measured_commit": header.get("commit"), "measured_date": header.get("date"),
-                      "measured_in": str(path)}
+                      "measured_in": _relative(path), "sample": SAMPLE.get(name, "not stated")}
         tie = header.get("tie_threshold", 0.03)
         shape = members[0]["shape"]
         out.append(compare(name, "estimated_tflops", f"measured TFLOP/s ({provenance['device']})", table["variant"],
@@ -259,6 +284,11 @@ def measured_records(path: Path, estimates: dict) -> list[dict]:
                                table["variant"] + table["default"], tie, shape=list(shape),
                                kernels="variants and the stage defaults measured in the same run", **provenance))
     return out
+
+
+def _relative(path: Path) -> str:
+    path = Path(path).resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
 def ratio_error_records(records: list[dict]) -> list[dict]:
@@ -305,14 +335,15 @@ def render(records: list[dict], header: dict) -> str:
            (f"- date (UTC): {header['date']}; commit {header['commit']}{' (dirty tree)' if header['dirty'] else ''}; "
            f"triton {header['triton']}"), f"- command: `{header['command']}`",
            "- every estimate is a STATIC ESTIMATE (compile-only on a CPU); reference figures as named per row", "",
-           "| set | estimate | against | kernels / shape | n | Spearman rho | p | pairwise | pairs | median abs error |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+           "| set | estimate | against | kernels / shape | n | Spearman rho | p | pairwise | pairs | median abs error | sample |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
     errors = [r for r in records if r["set"] == "ratio_error"]
     records = [r for r in records if r["set"] != "ratio_error"]
     for r in records:
         scope = r.get("kernels") or ("x".join(map(str, r["shape"])) if r.get("shape") else "")
         out.append(f"| {r['set']} | {r['estimate']} | {r['against']} | {scope} | {r['n']} | {r['spearman']} | "
-                   f"{r['p_value']} | {r['pairwise_accuracy']} | {r['pairs']} | {r.get('median_abs_error')} |")
+                   f"{r['p_value']} | {r['pairwise_accuracy']} | {r['pairs']} | {r.get('median_abs_error')} | "
+                   f"{r.get('sample') or ''} |")
     out += ["", "Ratio error of two estimates (evaluator.static_error; the targets' `static_error` constants):", "",
             "| target | from set | estimate | n | pairs | log-sigma (1.4826 x median) | RMS | 90th pct | worst |",
             "|---|---|---|---|---|---|---|---|---|"]
@@ -324,6 +355,8 @@ def render(records: list[dict], header: dict) -> str:
             "(3%) are left out. For n > 8 the p-value is sampled from 100 000 random orderings (seeded); 1e-05 is "
             "its floor: no sampled ordering reached the observed rho."), ""]
     for r in records:
+        if not r["rows"]:  # a figure kept on record (its rows are in the file it names)
+            continue
         scope = r.get("kernels") or ("x".join(map(str, r["shape"])) if r.get("shape") else "")
         out.append(f"## {r['set']}: {r['estimate']} vs {r['against']} ({scope})")
         out.append("")
@@ -352,12 +385,13 @@ def main(argv=None) -> int:
     p.add_argument("--json", action="store_true", help="print the records as JSON")
     p.add_argument("--cache", help="reuse the static figures saved in this file by an earlier run (else save them)")
     p.add_argument("--measured", action="append", default=[],
-                   help="a JSONL file of benchmarks/knob_variants_gpu.py (repeatable): its sets are scored too")
+                   help="a JSONL file of benchmarks/knob_variants_gpu.py (repeatable): its sets are scored too "
+                        "(default: the files of MEASURED_FILES that exist)")
     args = p.parse_args(argv)
 
     import triton
 
-    measured = tuple(Path(m) for m in args.measured)
+    measured = tuple(Path(m) for m in args.measured) or tuple(m for m in MEASURED_FILES if m.is_file())
     missing = [str(m) for m in measured if not m.is_file()]
     if missing:
         print(f"static_model_fidelity: no such measured file: {', '.join(missing)}", file=sys.stderr)
@@ -381,6 +415,8 @@ def main(argv=None) -> int:
     records = gfx950_records(estimates) + sm90_records(estimates) + variant_records(estimates)
     for path in measured:
         records += measured_records(path, estimates)
+        if any(r["set"] == "sm90_occupancy_variants" for r in records[-2:]):
+            records += EARLIER_OUT_OF_SAMPLE
     records += ratio_error_records(records)
     header = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "commit": _git("rev-parse", "--short", "HEAD"),
               "dirty": bool(_git("status", "--porcelain", "--untracked-files=no")), "triton": triton.__version__,

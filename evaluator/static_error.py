@@ -31,8 +31,11 @@ MECHANISMS = {
     "persistent": "a change to or from a persistent tile loop",
     "operand_feed": "the operand-feed bound into the CU/SM",
     "lds_bandwidth": "the CU's shared LDS bandwidth bound",
+    "spills": "a change in register spills: the cache level serving local memory (evaluator.local_memory), or the "
+              "bound its traffic sets",
 }
-_BOUND_MECHANISM = {"operand_feed": "operand_feed", "lds": "lds_bandwidth", "barriers": "resident_streams"}
+_BOUND_MECHANISM = {"operand_feed": "operand_feed", "lds": "lds_bandwidth", "barriers": "resident_streams",
+                    "spills": "spills"}
 
 # For a target without any validation set: the widest figures of the targets that have one (tests check that
 # these stay at least as wide as every target's own).
@@ -114,9 +117,11 @@ class StaticSpeedup:
 
 def _features(static: dict) -> dict:
     tp = static.get("throughput") or {}
-    work = (static.get("model") or {}).get("work") or {}
+    model = static.get("model") or {}
+    work = model.get("work") or {}
     return {"streams": (tp.get("streams_per_pipe"), tp.get("resident_ctas")), "bound": tp.get("shared_bound"),
-            "warp_specialized": work.get("warp_specialized"), "persistent": work.get("persistent")}
+            "warp_specialized": work.get("warp_specialized"), "persistent": work.get("persistent"),
+            "spill_level": (model.get("spills") or {}).get("level")}
 
 
 def mechanisms_changed(candidate_static: dict, incumbent_static: dict) -> tuple[str, ...]:
@@ -126,6 +131,8 @@ def mechanisms_changed(candidate_static: dict, incumbent_static: dict) -> tuple[
     found = []
     if new["streams"] != old["streams"]:
         found.append("resident_streams")
+    if new["spill_level"] != old["spill_level"]:
+        found.append("spills")
     for key in ("warp_specialized", "persistent"):
         if new[key] != old[key]:
             found.append("warp_specialization" if key == "warp_specialized" else key)

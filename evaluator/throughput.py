@@ -10,8 +10,10 @@ Target-neutral arithmetic over what the target's model measured off the compiled
     barrier-delimited segment: one CTA's iteration is the sum over segments of max(segment, w matrix, w issue);
   - independent CTAs overlap freely until something shared is full: the matrix pipe (n M_iter), the issue
     port with its VALU work and accumulator moves (n I_iter), for n = R w; the LDS of the CU (every wave's LDS
-    traffic against the CU's LDS bandwidth) and the operand feed into the CU/SM (operand bytes of every
-    resident CTA against the bandwidth, see docs/static-model.md);
+    traffic against the CU's LDS bandwidth), the operand feed into the CU/SM (operand bytes of every
+    resident CTA against the bandwidth, see docs/static-model.md) and the level that serves register spills
+    (evaluator.local_memory: every resident CTA's spill traffic against that level's bandwidth; from L2 on it
+    also crosses the operand feed);
 * the clock: a function of the matrix-unit utilisation the estimate implies (evaluator.clock), so a
   fully busy loop runs at the clock such loads are measured at, never above the peak at that clock;
 * the work (evaluator.work): K advanced per iteration, so iterations per tile = ceil(K / k_per_iteration);
@@ -29,6 +31,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from .clock import ClockModel, datasheet_clock
+from .local_memory import SpillPlacement
 from .targets.loop_estimate import Segment
 from .work import MatrixWork
 
@@ -109,12 +112,25 @@ class Sharing:
     operand_bytes_per_cycle: float | None = None   # the CU/SM's operand feed; None: not modelled
     waves_per_cta: int = 1                # every wave of one CTA, over all SIMDs (their LDS traffic adds up)
     lds_share: float = 0.0                # one wave's LDS rate over the CU's LDS bandwidth; 0: not modelled
+    spill_bytes: float = 0.0              # per CTA per iteration, spill stores and reloads (local memory)
+    spills: SpillPlacement | None = None  # the level that serves them
+
+    def feed_bytes(self) -> float:
+        """Bytes one CTA moves through the operand feed per iteration: its operands, and its spills when they
+        are served from beyond the CU/SM's own cache."""
+        through = self.spills is not None and self.spills.through_operand_feed
+        return self.operand_bytes + (self.spill_bytes if through else 0.0)
+
+    def spill_level_cycles(self) -> float:
+        """Cycles one CTA's spill traffic keeps the serving level busy per iteration (0: not modelled)."""
+        rate = self.spills.bytes_per_cycle if self.spills is not None else None
+        return self.spill_bytes / rate if rate else 0.0
 
 
 @dataclass(frozen=True)
 class SharedIteration:
     cycles: float
-    bound: str        # "own_latency", "barriers", "matrix_pipe", "issue", "lds", "operand_feed"
+    bound: str        # "own_latency", "barriers", "matrix_pipe", "issue", "lds", "operand_feed", "spills"
 
 
 def one_cta_iteration(loop: StreamLoop, streams: int) -> float:
@@ -130,7 +146,8 @@ def one_cta_iteration(loop: StreamLoop, streams: int) -> float:
 
 def shared_iteration(loop: StreamLoop, streams: int, ctas: int = 1, sharing: Sharing = Sharing()) -> SharedIteration:
     """One iteration of `ctas` resident CTAs of `streams` streams each per pipe: the longest of one CTA's own
-    iteration (barriers included), the shared matrix pipe, the issue port, the CU's LDS and the operand feed."""
+    iteration (barriers included), the shared matrix pipe, the issue port, the CU's LDS, the operand feed and
+    the level serving the spills."""
     n = ctas * streams
     terms = {
         "own_latency": loop.iteration_cycles,
@@ -138,8 +155,9 @@ def shared_iteration(loop: StreamLoop, streams: int, ctas: int = 1, sharing: Sha
         "matrix_pipe": n * loop.matrix_cycles,
         "issue": n * loop.issue_cycles,
         "lds": ctas * sharing.waves_per_cta * loop.lds_cycles * sharing.lds_share,
-        "operand_feed": ctas * sharing.operand_bytes / sharing.operand_bytes_per_cycle
+        "operand_feed": ctas * sharing.feed_bytes() / sharing.operand_bytes_per_cycle
         if sharing.operand_bytes_per_cycle else 0.0,
+        "spills": ctas * sharing.spill_level_cycles(),
     }
     bound = max(terms, key=terms.get)
     return SharedIteration(terms[bound], bound)
@@ -211,22 +229,26 @@ class ModelInputs:
     overheads: TileOverheads
     operand_bytes_per_cycle: float | None     # into one CU/SM; None: not modelled
     lds_share: float = 0.0                    # one wave's LDS rate over the CU's LDS bandwidth; 0: not modelled
+    spill_bytes_per_iteration: float = 0.0    # per CTA: the hot loop's spill stores and reloads
+    spills: SpillPlacement | None = None      # where they are served from (evaluator.local_memory)
 
     def to_dict(self) -> dict:
         return {"work": self.work.to_dict(), "loop": asdict(self.loop), "streams_per_cta": self.streams_per_cta,
                 "residency": {**asdict(self.residency), "limited_by": self.residency.limited_by},
                 "overheads": asdict(self.overheads), "operand_bytes_per_cycle": self.operand_bytes_per_cycle,
-                "lds_share": self.lds_share}
+                "lds_share": self.lds_share, "spill_bytes_per_iteration": self.spill_bytes_per_iteration,
+                "spills": self.spills.to_dict() if self.spills else None}
 
     @property
     def sharing(self) -> Sharing:
         return Sharing(self.work.operand_bytes_per_iteration, self.operand_bytes_per_cycle,
-                       max(1, self.work.consumer_warps), self.lds_share)
+                       max(1, self.work.consumer_warps), self.lds_share, self.spill_bytes_per_iteration, self.spills)
 
     @classmethod
     def for_loop(cls, work: MatrixWork, estimate, residency: Residency, simds_per_cu: int,
                  operand_bytes_per_cycle: float | None, first_load_latency: float, loads_after_loop: bool,
-                 epilogue_cycles: float, lds_share: float = 0.0) -> ModelInputs:
+                 epilogue_cycles: float, lds_share: float = 0.0, spill_bytes_per_iteration: float = 0.0,
+                 spills: SpillPlacement | None = None) -> ModelInputs:
         """The inputs from a target's hot-loop estimate (`iteration_cycles`, `matrix_cycles`, `stall_cycles`):
         consumer warps spread over the CU/SM's SIMDs; a tile is prefetched across tiles by a producer, or by a
         persistent kernel that loads nothing after its K loop."""
@@ -242,7 +264,7 @@ class ModelInputs:
             overheads=TileOverheads(first_load_latency,
                                     work.warp_specialized or (work.persistent and not loads_after_loop),
                                     epilogue_cycles),
-            lds_share=lds_share)
+            lds_share=lds_share, spill_bytes_per_iteration=spill_bytes_per_iteration, spills=spills)
 
     @classmethod
     def from_dict(cls, data: dict) -> ModelInputs:
@@ -253,7 +275,8 @@ class ModelInputs:
         return cls(MatrixWork(**work), StreamLoop(**stream, segments=segments), data["streams_per_cta"],
                    Residency(**residency),
                    TileOverheads(**data["overheads"]), data.get("operand_bytes_per_cycle"),
-                   data.get("lds_share") or 0.0)
+                   data.get("lds_share") or 0.0, data.get("spill_bytes_per_iteration") or 0.0,
+                   SpillPlacement.from_dict(data["spills"]) if data.get("spills") else None)
 
 
 def kernel_estimate(inputs: ModelInputs, shape: tuple[int, int, int], grid: tuple[int, ...], units: int,

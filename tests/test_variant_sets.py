@@ -49,3 +49,34 @@ def test_the_driver_keeps_going_and_the_fidelity_script_reads_its_files(tmp_path
     assert variants["set"] == "sm90_tiny_variants" and variants["n"] == 1 and variants["device"] == "NVIDIA H200"
     both = fidelity.measured_records(out, estimates)[1]
     assert both["n"] == 2 and both["pairwise_accuracy"] == 1.0 and both["median_abs_error"] == 0.045
+
+
+def test_occupancy_set_2_is_held_out_from_set_1_and_the_fidelity_script_names_it_out_of_sample(tmp_path):
+    first, second = (json.loads((ROOT / "benchmarks" / name).read_text())
+                     for name in ("sm90_occupancy_variants.json", "sm90_occupancy_variants_2.json"))
+    key = lambda v: (v["file"], json.dumps(v["knobs"], sort_keys=True))
+    variants = second["variants"]
+    assert len(variants) >= 12 and second["chosen_at_utc"] and second["shape"] != first["shape"]
+    assert all((ROOT / v["file"]).is_file() and v["mechanism"] for v in variants)
+    assert len({key(v) for v in variants}) == len(variants) and not {key(v) for v in variants} & {
+        key(v) for v in first["variants"]}
+    gpu, fidelity = _load("knob_variants_gpu"), _load("static_model_fidelity")
+    assert gpu.SET_NAMES["sm90_occupancy_variants_2.json"] == "sm90_occupancy_variants_2"
+    assert fidelity.RESULTS / "sm90_occupancy_variants_2_h200.jsonl" in fidelity.MEASURED_FILES
+    # a measured file of set 2 as the H200 run writes it: scored, and labelled out of sample
+    header = {"header": True, "set": "sm90_occupancy_variants_2", "target": "sm90", "device": "NVIDIA H200",
+              "commit": "abc", "date": "2026-12-02", "tie_threshold": 0.03}
+    rows = [{"stage": v["stage"], "file": v["file"], "knobs": v["knobs"], "role": "variant",
+             "shape": second["shape"], "status": "ok", "correct": True, "tflops": 100.0 + 10 * i}
+            for i, v in enumerate(variants[:3])]
+    path = tmp_path / "sm90_occupancy_variants_2_h200.jsonl"
+    path.write_text("\n".join(json.dumps(x) for x in [header, *rows]) + "\n")
+    estimates = {(p, s, fidelity._knob_key(k or {})): {"estimated_tflops": 50.0 + i} for i, (p, _, s, k) in
+                 enumerate(fidelity.measured_jobs(path))}
+    (record,) = fidelity.measured_records(path, estimates)
+    assert record["set"] == "sm90_occupancy_variants_2" and record["n"] == 3 and record["spearman"] == 1.0
+    assert record["sample"].startswith("out of sample")
+    first_set = fidelity.SAMPLE["sm90_occupancy_variants"]
+    earlier = fidelity.EARLIER_OUT_OF_SAMPLE[0]
+    assert first_set.startswith("in-sample") and earlier["set"] == "sm90_occupancy_variants"
+    assert "out of sample" in earlier["sample"]

@@ -2,16 +2,18 @@
 disassembly, occupancy, and the hot loop's static efficiency estimate."""
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ...isa.common import Loop
+from ...isa.common import Instruction, Loop
 from ...isa.loop_view import loop_view
+from ...local_memory import CacheLevel, SpillPlacement, place_spills
 from ...records import StaticRecord
 from ...throughput import ModelInputs, Residency
 from ...work import MatrixWork, matrix_work
 from . import sass
-from .model import NvCosts, estimate_sass
+from .model import NvCosts, access_bytes, estimate_sass
 
 if TYPE_CHECKING:
     from ...compile import CompiledKernel
@@ -52,8 +54,36 @@ def residency(registers: int, shared_bytes: int, warps: int, target: Target) -> 
 _LOADS = ("tma_load", "global_load", "cp_async")
 
 
+def spill_levels(shared_per_sm: int, target: Target, costs: NvCosts) -> tuple[CacheLevel, ...]:
+    """Where local memory can be served from, nearest first: the L1 beside the shared-memory carveout the
+    resident CTAs need (the smallest listed capacity that holds them), the L2, HBM."""
+    carveout = next((kib * 1024 for kib in costs.shared_carveouts_kib if kib * 1024 >= shared_per_sm),
+                    costs.shared_carveouts_kib[-1] * 1024)
+    return (
+        CacheLevel("L1", max(0, costs.unified_l1_shared_bytes - carveout), True, costs.l1_latency,
+                   costs.l1_bytes_per_clock, False),
+        CacheLevel("L2", target.last_level_cache_bytes, False, costs.gmem_latency, None, True),
+        CacheLevel("HBM", float("inf"), False, costs.gmem_latency, costs.hbm_bytes_per_clock, True),
+    )
+
+
+def spill_placement(stack_bytes: int, work: MatrixWork, warps: int, shared_bytes: int, ctas_per_sm: int,
+                    grid_ctas: int, target: Target, costs: NvCosts) -> SpillPlacement | None:
+    """The level serving the kernel's local memory: the stack frame ptxas reports, for every thread of the
+    partition that runs the K loop (the one that spills its accumulator), in every resident CTA."""
+    threads = (work.consumer_warps or warps) * target.warp_size
+    resident = max(1, min(ctas_per_sm, math.ceil(grid_ctas / target.compute_units)))   # the grid may hold fewer
+    busy_sms = min(target.compute_units, max(1, math.ceil(grid_ctas / resident)))   # SMs the grid fills at once
+    return place_spills(stack_bytes, threads, resident, busy_sms, spill_levels(shared_bytes * resident, target, costs))
+
+
+def spill_bytes(body: list[Instruction], threads: int) -> float:
+    """Bytes one CTA's spill stores and reloads move per hot-loop iteration."""
+    return float(sum(access_bytes(i) for i in body if sass.is_spill(i.mnemonic)) * threads)
+
+
 def model_inputs(flow, loop, estimate, work: MatrixWork, registers: int, shared_bytes: int, target: Target,
-                 costs: NvCosts) -> ModelInputs:
+                 costs: NvCosts, spills: SpillPlacement | None = None, loop_spill_bytes: float = 0.0) -> ModelInputs:
     """The hot-loop estimate, residency and per-tile overheads the kernel-level estimate needs."""
     after = flow.after(loop)
     epilogue = estimate_sass(after, target.matrix_cycles, 0, costs).iteration_cycles if after else 0.0
@@ -61,7 +91,8 @@ def model_inputs(flow, loop, estimate, work: MatrixWork, registers: int, shared_
     tma = any(sass.classify(i) == "tma_load" for b in flow.blocks for i in b.instructions)
     return ModelInputs.for_loop(work, estimate, residency(registers, shared_bytes, work.total_warps, target),
                                 target.simds_per_cu, costs.operand_bytes_per_clock,
-                                float(costs.tma_latency if tma else costs.gmem_latency), tile_loads, epilogue)
+                                float(costs.tma_latency if tma else costs.gmem_latency), tile_loads, epilogue,
+                                spill_bytes_per_iteration=loop_spill_bytes if spills else 0.0, spills=spills)
 
 
 def analyze_kernel(kernel: CompiledKernel, target: Target, costs: NvCosts) -> StaticRecord:
@@ -101,14 +132,19 @@ def analyze_kernel(kernel: CompiledKernel, target: Target, costs: NvCosts) -> St
         return replace(record, hot_loop=hot, hot_loop_spills=mix["spill_store"] + mix["spill_load"])
     first = body[0].line if body else 0
     prologue_tma = sum(1 for i in instructions if i.line < first and i.mnemonic.startswith("UTMALDG"))
+    spills = spill_placement(res.stack_frame_bytes, work, kernel.num_warps, kernel.shared_bytes, blocks,
+                             math.prod(kernel.grid), target, costs)
     estimate = estimate_sass(body, target.matrix_cycles, prologue_tma, costs,
-                             producer_lead=max(1, work.ring_depth - 1) if work.warp_specialized else 0)
+                             producer_lead=max(1, work.ring_depth - 1) if work.warp_specialized else 0,
+                             spill_latency=spills.latency_cycles if spills else None)
+    loop_spill_bytes = spill_bytes(body, (work.consumer_warps or kernel.num_warps) * target.warp_size)
     return replace(
         record,
         hot_loop=hot,
         hot_loop_spills=mix["spill_store"] + mix["spill_load"],
         estimated_efficiency=round(estimate.estimated_efficiency, 4),
         estimate=estimate.to_dict(),
-        model=model_inputs(flow, loop, estimate, work, res.registers, kernel.shared_bytes, target, costs).to_dict()
+        model=model_inputs(flow, loop, estimate, work, res.registers, kernel.shared_bytes, target, costs, spills,
+                           loop_spill_bytes).to_dict()
         if work.k_loop_line is not None else None,
     )
