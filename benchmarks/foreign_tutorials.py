@@ -1,11 +1,14 @@
 """Score public GEMM tutorial files as stored (kept outside this project) through `nearpeak eval`'s batch mode.
 
-    python benchmarks/foreign_tutorials.py [--tutorials /work/tutorials] [--jobs 2]
+    python benchmarks/foreign_tutorials.py [--set triton36|triton39] [--tutorials DIR] [--jobs 2]
 
-The files live under TUTORIALS/<owner>/<repo>/<path> with TUTORIALS/sources.json naming each one's repository,
-path and commit; benchmarks/foreign_tutorials/nearpeak-manifest.toml says how to call each. Writes
-benchmarks/results/foreign_tutorials.json and .md: per file its source, status, line and reason, and the
-compiler's figures and static estimates of what scored.
+Each set is the files read at one Triton release, with its own stored version per path: `triton36` (under
+/work/tutorials, benchmarks/foreign_tutorials/nearpeak-manifest.toml, run with Triton 3.6.0) and `triton39`
+(under /work/tutorials39, nearpeak-manifest-triton39.toml, run with a Triton 3.9.0 venv). The files live under
+TUTORIALS/<owner>/<repo>/<path> with TUTORIALS/sources.json naming each one's repository, path and commit; the
+manifest says how to call each. A set refuses to run under another Triton than the one it was read for. Writes
+benchmarks/results/<stem>.json and .md: per file its source, status, line and reason, the GPU allocations by
+name its host code made on `meta`, and the compiler's figures and static estimates of what scored.
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import json
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,16 +26,44 @@ sys.path.insert(0, str(ROOT))
 from evaluator.batch import ScoreOptions, plan_batch, run_batch
 from evaluator.report import batch_registers
 
-MANIFEST = ROOT / "benchmarks" / "foreign_tutorials" / "nearpeak-manifest.toml"
+HERE = ROOT / "benchmarks" / "foreign_tutorials"
 RESULTS = ROOT / "benchmarks" / "results"
-NOTES = ROOT / "benchmarks" / "foreign_tutorials" / "NOTES.md"  # why files fail, which versions were read: appended
+
+
+@dataclass(frozen=True)
+class TutorialSet:
+    """The files read at one Triton release: where they are stored, how each is called, where results go."""
+
+    triton: str          # the release its versions were chosen for; the run refuses any other
+    tutorials: str       # default folder of the stored files (and their sources.json)
+    manifest: Path
+    stem: str            # benchmarks/results/<stem>.json and .md
+    notes: Path          # why files fail, which versions were read: appended to the .md
+
+
+SETS = {
+    "triton36": TutorialSet("3.6.0", "/work/tutorials", HERE / "nearpeak-manifest.toml", "foreign_tutorials",
+                            HERE / "NOTES.md"),
+    "triton39": TutorialSet("3.9.0", "/work/tutorials39", HERE / "nearpeak-manifest-triton39.toml",
+                            "foreign_tutorials_triton39", HERE / "NOTES_triton39.md"),
+}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tutorials", default="/work/tutorials")
+    parser.add_argument("--set", choices=sorted(SETS), default="triton36")
+    parser.add_argument("--tutorials", help="folder of the stored files (default: the set's)")
     parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args()
+    chosen = SETS[args.set]
+    import triton
+
+    if triton.__version__ != chosen.triton:
+        print(f"foreign_tutorials: the {args.set} set was read for Triton {chosen.triton}, but this Python has "
+              f"Triton {triton.__version__}; run it with a venv that has {chosen.triton}", file=sys.stderr)
+        return 2
+    MANIFEST, NOTES = chosen.manifest, chosen.notes
+    args.tutorials = args.tutorials or chosen.tutorials
     root = Path(args.tutorials).resolve()
     sources = json.loads((root / "sources.json").read_text())
     folders = sorted(str(root / owner) for owner in {key.split("/")[0] for key in sources})
@@ -53,35 +85,44 @@ def main() -> int:
             "estimated_tflops": st.get("estimated_tflops"), "estimated_loop_efficiency": st.get("estimated_efficiency"),
             "skipped_at_import": [{k: s[k] for k in ("line", "cause", "reason")}
                                   for s in record.get("skipped_at_import") or []],
+            "meta_allocations": [{k: a[k] for k in ("line", "call", "device", "sibling")}
+                                 for a in record.get("meta_allocations") or []],
         })
     scored = sum(r["status"] == "ok" for r in rows)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                             check=False).stdout
-    command = (f"python benchmarks/foreign_tutorials.py --tutorials {args.tutorials} --jobs {args.jobs}  (= nearpeak eval "
+    command = (f"python benchmarks/foreign_tutorials.py --set {args.set} --tutorials {args.tutorials} --jobs "
+               f"{args.jobs}  (= nearpeak eval "
                f"{' '.join(folders)} --manifest {MANIFEST.relative_to(ROOT)} --jobs {args.jobs})")
-    summary = {"command": command, "project_commit": commit.strip(), "triton": records[0].get("triton_version"),
+    summary = {"command": command, "set": args.set, "python": sys.executable, "project_commit": commit.strip(),
+               "triton": records[0].get("triton_version"),
                "files": len(rows), "scored": scored, "wall_s": round(wall, 1), "rows": rows,
                "figures": "registers, spills, occupancy: compiler output; estimated TFLOP/s and loop efficiency: "
                           "STATIC ESTIMATE (no GPU ran anything)"}
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "foreign_tutorials.json").write_text(json.dumps(summary, indent=1) + "\n")
+    (RESULTS / f"{chosen.stem}.json").write_text(json.dumps(summary, indent=1) + "\n")
     share = f"{100 * scored / len(rows):.0f}%" if rows else "-"
-    lines = [f"# Public GEMM tutorials scored as stored ({scored} of {len(rows)} scored, {share})", "",
+    lines = [f"# Public GEMM tutorials read at Triton {chosen.triton}, scored as stored ({scored} of {len(rows)} "
+             f"scored, {share})", "",
              (f"Command: `{command}`; project commit {summary['project_commit']}, Triton {summary['triton']}, CPU "
              f"only, {summary['wall_s']} s. Registers, spills, occupancy: compiler output. est. TFLOP/s and loop "
-             "efficiency (matrix-unit busy fraction of one CTA's hot-loop iteration): STATIC ESTIMATE."), "",
+             "efficiency (matrix-unit busy fraction of one CTA's hot-loop iteration): STATIC ESTIMATE. "
+             "\"on meta\": the host code's GPU allocations by name (`device=\"cuda\"`, `.cuda()`, `.to(\"cuda\")`) "
+             "that the compile-only scorer made on the storage-less meta device while the entry ran."), "",
              ("| file | repo | commit | status | line: reason | kernel | registers/thread | spills | est. TFLOP/s | "
-             "est. loop eff. | skipped at import (line: cause) |"), "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "est. loop eff. | skipped at import (line: cause) | on meta (line: call) |"),
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         why = "" if r["status"] == "ok" else f"{r['line'] or '-'}: {r['reason']}".replace("|", "\\|")
         eff = f"{100 * r['estimated_loop_efficiency']:.1f}%" if r["estimated_loop_efficiency"] is not None else ""
         skipped = ", ".join(f"{s['line']}: {s['cause']}" for s in r["skipped_at_import"])
+        moved = ", ".join(f"{a['line']}: {a['call']}" for a in r["meta_allocations"])
         lines.append(f"| {r['path']} | {r['repo']} | {(r['commit'] or '')[:12]} | {r['status']} | {why} | "
                      f"{r['kernel'] or ''} | {r['registers_per_thread'] or ''} | {r['spills'] if r['spills'] is not None else ''} | "
                      f"{r['estimated_tflops'] or ''} | {eff} | "
-                     f"{skipped} |")
+                     f"{skipped} | {moved} |")
     notes = NOTES.read_text() if NOTES.is_file() else ""
-    (RESULTS / "foreign_tutorials.md").write_text("\n".join(lines) + "\n" + ("\n" + notes if notes else ""))
+    (RESULTS / f"{chosen.stem}.md").write_text("\n".join(lines) + "\n" + ("\n" + notes if notes else ""))
     print("\n".join(lines))
     return 0
 

@@ -37,6 +37,7 @@ from .compile import compile_only
 from .dtypes import canonical_name, torch_dtype
 from .errors import CallError, NearpeakError, UsageError
 from .foreign_import import META_DATA, NO_GPU, SkippedStatement, import_leniently, skipped_cause
+from .meta_device import MetaAllocation, MetaLog, on_meta
 
 _ARG = re.compile(r"^(?P<name>[A-Za-z_]\w*)=(?P<value>.*)$", re.DOTALL)
 _TENSOR = re.compile(r"^(?P<shape>\d+(?:x\d+)*):(?P<dtype>\w+)(?P<t>:T)?$")
@@ -241,10 +242,11 @@ def _triton_version() -> str:
     return getattr(triton, "__version__", "unknown")
 
 
-def explained(err: NearpeakError, at_import: bool, skipped=()) -> NearpeakError:
+def explained(err: NearpeakError, at_import: bool, skipped=(), meta: MetaLog | None = None) -> NearpeakError:
     """`err` with its likely cause said: a Gluon/Triton name the installed Triton lacks (the file may be
-    written for another version), GPU work on a machine that compiles without a GPU, a module that is
-    neither beside the file nor in a `--path` folder, or a name only a statement skipped at import binds."""
+    written for another version), GPU work on a machine that compiles without a GPU, tensor data read from
+    storage-less tensors (and which GPU allocations were put on `meta`), a module that is neither beside the
+    file nor in a `--path` folder, or a name only a statement skipped at import binds."""
     if "was skipped at import" in err.message:  # already says why
         return err
     missing = _MISSING_NAME.search(err.message)
@@ -263,7 +265,7 @@ def explained(err: NearpeakError, at_import: bool, skipped=()) -> NearpeakError:
     elif META_DATA.search(err.message):
         hint = ("; the file reads tensor data " + ("at import (a module-level test or benchmark)" if at_import
                 else "in its host code") + ", which storage-less meta tensors do not have: the scorer compiles "
-                "without a GPU and never computes")
+                "without a GPU and never computes") + (meta.explain() if meta is not None else "")
     elif _NO_MODULE.search(err.message) and not _NO_MODULE.search(err.message)["module"].startswith("triton"):
         hint = (f"; {_NO_MODULE.search(err.message)['module']} is not beside the file: name the folder it lives in "
                 "with --path DIR (or `path` in the manifest)")
@@ -276,11 +278,13 @@ def explained(err: NearpeakError, at_import: bool, skipped=()) -> NearpeakError:
 
 @dataclass(frozen=True)
 class ForeignRun:
-    """What calling a foreign file's entry compiled: one `Launch` per autotune config, and the top-level
-    statements its import left out (`evaluator.foreign_import`)."""
+    """What calling a foreign file's entry compiled: one `Launch` per autotune config, the top-level
+    statements its import left out (`evaluator.foreign_import`) and the GPU allocations by name its host code
+    made on `meta` instead (`evaluator.meta_device`)."""
 
     launches: list
     skipped_at_import: list[SkippedStatement]
+    meta_allocations: list[MetaAllocation] = ()
 
 
 def compile_foreign(path: str, entry: str, specs: list[ArgSpec], target, config: int | None = None,
@@ -291,21 +295,24 @@ def compile_foreign(path: str, entry: str, specs: list[ArgSpec], target, config:
     from .containment import watching
 
     skipped: list[SkippedStatement] = []
-    with beside_its_folder(path, import_paths), environment(env), \
-            watching(path, import_folders(path, import_paths)) as watch:
+    folders = import_folders(path, import_paths)
+    meta = MetaLog(path, tuple(Path(f).resolve() for f in folders))
+    with beside_its_folder(path, import_paths), environment(env), watching(path, folders) as watch:
         stage = "import"
         try:
             with compile_only(target) as session:
                 module, skipped = import_leniently(path)
                 stage = "call"
-                launches = _call_entry(module, session, path, entry, specs, config, skipped)
+                launches = _call_entry(module, session, path, entry, specs, config, skipped, meta)
         except NearpeakError as err:
             if watch.violation is not None and not isinstance(err, UsageError):
                 raise _refusal(watch, path) from None
-            raise explained(err, stage == "import", skipped) from None
+            err = explained(err, stage == "import", skipped, meta)
+            err.meta_allocations = [a.to_dict() for a in meta.allocations]  # the error record keeps them too
+            raise err from None
         if watch.violation is not None:  # refused, and the file caught the refusal itself
             raise _refusal(watch, path)
-        return ForeignRun(launches, skipped)
+        return ForeignRun(launches, skipped, list(meta.allocations))
 
 
 def _refusal(watch, path: str) -> NearpeakError:
@@ -315,7 +322,7 @@ def _refusal(watch, path: str) -> NearpeakError:
 
 
 def _call_entry(module, session, path: str, entry: str, specs: list[ArgSpec], config: int | None,
-                skipped: list[SkippedStatement] = ()):
+                skipped: list[SkippedStatement], meta: MetaLog):
     fn = getattr(module, entry, None)
     lost = next((s for s in skipped if entry in s.defines), None)
     if fn is None and lost is not None:
@@ -327,7 +334,11 @@ def _call_entry(module, session, path: str, entry: str, specs: list[ArgSpec], co
                         file=path)
     values = {s.name: s.build(module, path) for s in specs}
     _bind(entry, fn, values, path)
-    first = session.launch(lambda: fn(**values), path, config_index=config or 0)
+    def call():
+        with on_meta(meta):  # GPU allocations by name go to `meta`, only while the entry itself runs
+            return fn(**values)
+
+    first = session.launch(call, path, config_index=config or 0)
     if config is not None:
         if not first.configs:
             raise UsageError(f"--config {config}: {entry} launched no autotuned kernel", file=path)
@@ -335,7 +346,7 @@ def _call_entry(module, session, path: str, entry: str, specs: list[ArgSpec], co
             raise UsageError(f"--config {config}: the autotuned kernel has {first.config_count} configs "
                              f"(0..{first.config_count - 1})", file=path)
         return [first]
-    return [first] + [session.launch(lambda: fn(**values), path, config_index=i)
+    return [first] + [session.launch(call, path, config_index=i)
                       for i in range(1, first.config_count)]
 
 

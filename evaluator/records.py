@@ -161,6 +161,8 @@ class EvaluationRecord:
     env: dict | None = None          # `--env` variables the foreign file ran with
     skipped_at_import: list[dict] | None = None  # a foreign file's top-level statements left out at import
     #                                  (line, end_line, statement, cause, reason, defines, why: evaluator.foreign_import)
+    meta_allocations: list[dict] | None = None  # a foreign entry's GPU allocations by name, made on `meta`
+    #                                  (line, call, device, statement, sibling: evaluator.meta_device)
     label: str | None = None         # batch mode: the file's path relative to the batch root
     objective: dict | None = None    # a run's problem: the static estimate at each objective shape and their mean
     undocumented: dict[str, Any] = field(default_factory=dict)

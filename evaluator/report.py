@@ -80,6 +80,10 @@ def _foreign_lines(record: dict) -> list[str]:
     for skipped in record.get("skipped_at_import") or []:
         lines.append(f"skipped at import: line {skipped['line']} ({skipped['statement']}): {skipped['why']} "
                      f"({skipped['reason']})")
+    for moved in record.get("meta_allocations") or []:
+        where = f" (in {moved['sibling']})" if moved.get("sibling") else ""
+        lines.append(f"allocated on meta instead of {moved['device']}: line {moved['line']} ({moved['statement']})"
+                     f"{where}")
     files = (record.get("kernel_provenance") or {}).get("kernel_files")
     if files:
         lines.append("kernels from: " + ", ".join(files))

@@ -156,6 +156,8 @@ def evaluate_foreign(path: str | Path, entry: str, args: list[str], target: str,
         violation = getattr(err, "violation", None)
         if violation is not None:
             record["policy"] = {"violations": [violation.to_dict()]}
+        if getattr(err, "meta_allocations", None):
+            record["meta_allocations"] = err.meta_allocations
         return [record]
     shape = gemm_shape(specs)  # read off the matrix arguments, for the static objective's useful FLOPs
     records = []
@@ -163,6 +165,7 @@ def evaluate_foreign(path: str | Path, entry: str, args: list[str], target: str,
         record = base_record(path, target)
         record.update(entry=entry, args=list(args), import_paths=list(import_paths or []), env=dict(env or {}),
                       skipped_at_import=[s.to_dict() for s in run.skipped_at_import],
+                      meta_allocations=[a.to_dict() for a in run.meta_allocations],
                       shape=list(shape) if shape else None, compile_seconds=round(launch.seconds, 3),
                       static=analyze(launch.kernels, tgt, shape),
                       kernel_provenance={**trace.to_dict(), "judged": False,
