@@ -102,8 +102,8 @@ def main() -> int:
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"{chosen.stem}.json").write_text(json.dumps(summary, indent=1) + "\n")
     share = f"{100 * scored / len(rows):.0f}%" if rows else "-"
-    lines = [f"# Public GEMM tutorials read at Triton {chosen.triton}, scored as stored ({scored} of {len(rows)} "
-             f"scored, {share})", "",
+    lines = [(f"# Public GEMM tutorials read at Triton {chosen.triton}, scored as stored ({scored} of {len(rows)} "
+             f"scored, {share})"), "",
              (f"Command: `{command}`; project commit {summary['project_commit']}, Triton {summary['triton']}, CPU "
              f"only, {summary['wall_s']} s. Registers, spills, occupancy: compiler output. est. TFLOP/s and loop "
              "efficiency (matrix-unit busy fraction of one CTA's hot-loop iteration): STATIC ESTIMATE. "

@@ -17,13 +17,13 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks import results_meta  # noqa: E402
-from evaluator.contract import load_candidate  # noqa: E402
+from benchmarks import results_meta
+from evaluator.contract import load_candidate
 
 STAGES = {"bf16": "kernels/sm90/bf16/v11_small_m.py", "fp8": "kernels/sm90/fp8/v11_fp8_small_m.py"}
 # The M <= 128 shapes of benchmarks/llm_shapes.py --quick, those furthest below the vendor at stop 32 first.
@@ -97,8 +97,8 @@ def measure(module, spec, shape, config: Config, device) -> dict:
 
 def write_table(records: list[dict], meta: dict, out: Path) -> None:
     lines = ["# v11 decode-path sweep (exploration, not a scored result)", ""] + results_meta.markdown_lines(meta)
-    lines += ["", "Graph-replay GPU time vs the vendor, through evaluator.runtime.timing.graph_times; each row's "
-              "vendor is re-timed beside it.", "",
+    lines += ["", ("Graph-replay GPU time vs the vendor, through evaluator.runtime.timing.graph_times; each row's "
+              "vendor is re-timed beside it."), "",
               "| dtype | M x N x K | table's choice | table ratio | fastest | fastest ratio | incorrect |",
               "|---|---|---|---|---|---|---|"]
     keys = sorted({(r["dtype"], tuple(r["shape"])) for r in records})

@@ -44,12 +44,12 @@ def table(path: Path, shape, **overrides):
 @pytest.mark.parametrize("path", [BF16, FP8], ids=["bf16", "fp8"])
 def test_decode_rows_of_the_decision_table(path):
     module, _ = load_candidate(path)
-    issue = table(path, (16, 4096, 14336))   # 32 tiles of 128 n: split 4 fills 128 SMs
-    assert issue.swap_ab and issue.block_m == 16 and issue.split_k == 4 and issue.grid == 128
-    one = table(path, (1, 6144, 4096))       # 48 tiles: split 8 gives 3 waves of 8 steps
-    assert one.block_m == 16 and one.split_k == 8 and one.grid == SMS
-    wide = table(path, (128, 28672, 4096))   # 224 tiles already fill the SMs twice: no split
-    assert wide.block_m == 128 and wide.split_k == 1
+    issue = table(path, (16, 4096, 14336))   # 32 tiles of 128 n: split 2 puts 64 x 128 rows in flight
+    assert issue.swap_ab and issue.block_m == 16 and issue.split_k == 2 and issue.grid == 64
+    one = table(path, (1, 6144, 4096))       # 48 tiles of 128 rows are enough in flight: no split
+    assert one.block_m == 16 and one.split_k == 1 and one.grid == 48
+    wide = table(path, (128, 28672, 4096))   # a 128-row A box: 64-row tiles, 448 of them, no split
+    assert wide.block_m == 128 and wide.block_n == 64 and wide.split_k == 1 and wide.grid == SMS
     assert [module.small_block_m(m) for m in (1, 16, 17, 64, 65, 128)] == [16, 16, 32, 64, 128, 128]
     for m in (1, 16, 32, 64, 128):           # the ring and the epilogue scratch stay in shared memory
         s = table(path, (m, 8192, 8192))
@@ -72,14 +72,23 @@ def test_above_small_m_the_table_is_v10s(path):
             theirs.block_n, theirs.num_stages, theirs.epilogue_split, theirs.split_k, theirs.grid), shape
 
 
-def test_split_choice_balances_waves_and_keeps_steps_per_range():
+def test_split_choice_fills_the_rows_in_flight_and_keeps_steps_per_range():
     module, _ = load_candidate(BF16)
-    assert module.small_split(32, 64, SMS, 4, 1) == 4      # 128 units, one wave of 16 steps
-    assert module.small_split(112, 64, SMS, 4, 1) == 8     # 7 waves of 8 + 1 beat one wave of 64
-    assert module.small_split(224, 64, SMS, 4, 4) == 1     # a heavy epilogue: the second wave is cheaper
-    assert module.small_split(8, 8, SMS, 4, 1) == 2        # 8 K steps: at most 2 ranges of 4
-    assert all(module.small_split(t, k, SMS, 4, 2) in module.SMALL_SPLITS for t in range(1, 300, 7)
-               for k in (4, 33, 64, 448))
+    rows = module.SMALL_FILL_ROWS
+    assert module.small_split(rows // 128, 128, 64, 4) == 1          # enough CTAs already: no split
+    assert module.small_split(32, 128, 224, 4) == 2                  # 16 x 4096 x 14336: 64 CTAs
+    assert module.small_split(28, 128, 296, 4) == 2                  # 28 tiles: 56 CTAs
+    assert module.small_split(32, 64, 64, 4) == 3                    # 64-row tiles count half
+    assert module.small_split(4, 128, 8, 4) == 2                     # 8 K steps: at most 2 ranges of 4
+    assert module.small_split(1, 128, 4096, 4) == 16                 # the most S there is
+    assert all(module.small_split(t, bn, k, 4) in module.SMALL_SPLITS for t in range(1, 300, 7)
+               for bn in (64, 128) for k in (4, 33, 64, 448))
+
+
+def test_tall_a_boxes_take_narrow_tiles():
+    module, _ = load_candidate(BF16)
+    assert module.small_block_n(128, 0) == 64 and module.small_block_n(64, 0) == 128
+    assert module.small_block_n(128, 128) == 128                     # the knob wins
 
 
 @pytest.mark.parametrize("path", [BF16, FP8], ids=["bf16", "fp8"])
@@ -105,10 +114,11 @@ MMA = {BF16: "HGMMA.64x{n}x16.F32.BF16", FP8: "QGMMA.64x{n}x32.F32.E4M3.E4M3"}
 @pytest.mark.parametrize("path", [BF16, FP8], ids=["bf16", "fp8"])
 def test_split_k_decode_kernel_swaps_operands_and_reduces_once(path):
     kernel, text, usage = built(path, (16, 4096, 14336))
-    assert kernel.name == "small_kernel" and kernel.grid == (128, 1, 1)
+    assert kernel.name == "small_kernel" and kernel.grid == (64, 1, 1)
     assert count(text, MMA[path].format(n=16)) > 0                        # the 16 tokens are wgmma's N
     assert count(text, "UTMALDG") == 2                                     # B's rows and A's trimmed box
     assert count(text, "ATOMG.E.ADD.STRONG.GPU") == 1 and count(text, "MEMBAR.ALL.GPU") >= 1
+    assert count(text, "ATOMG.E.EXCH.STRONG.GPU") == 1                    # the reducer resets its counter
     assert count(text, "LDG.E.128.STRONG.GPU") > 0                         # the reducer's .cg partial reads
     assert count(text, "UTMASTG") == 0                                     # C goes out by masked stores
     assert usage.spill_store_bytes == 0 and usage.stack_frame_bytes == 0 and count(text, "LDL") == 0

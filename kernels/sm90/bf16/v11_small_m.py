@@ -145,12 +145,13 @@ SHAPE_MULTIPLE = (1, 8, 8)  # TMA zero-fills partial boxes; row strides must be 
 # for the decode path (0 = the table picks from SMALL_SPLITS).
 KNOBS = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "NUM_STAGES": 4, "GROUP_M": 8, "PRODUCER_REGS": 40,
          "EPILOGUE_SPLIT": 4, "FIT_GRID": 1, "SPLIT_K": 0, "MIN_SPLIT_STEPS": 16, "SMALL_M": 128,
-         "SMALL_BLOCK_N": 128, "SMALL_SPLIT_K": 0, "SMALL_MIN_SPLIT_STEPS": 4, "SMALL_CHUNK_M": 0, "num_warps": 8}
+         "SMALL_BLOCK_N": 0, "SMALL_SPLIT_K": 0, "SMALL_MIN_SPLIT_STEPS": 4, "SMALL_CHUNK_M": 0, "num_warps": 8}
 # EPILOGUE_SPLIT stays 4: a 2-way split double-buffers two 128 x 128 bf16 C slices (64 KiB), which with the
 # default 4-stage ring (4 x 48 KiB) needs 256 KiB of shared memory, over the 227 KiB limit; it fits only at
 # NUM_STAGES = 3, and KNOB_CHOICES cannot pair values (the tune proposer sweeps every combination); as in v09.
 KNOB_CHOICES = {"NUM_STAGES": [3, 4], "GROUP_M": [4, 8, 16], "SPLIT_K": [0, 1, 2, 4], "MIN_SPLIT_STEPS": [4, 16],
-                "SMALL_M": [0, 64, 128], "SMALL_BLOCK_N": [64, 128], "SMALL_SPLIT_K": [0, 1, 2, 3, 4, 6, 8, 12, 16], "SMALL_CHUNK_M": [0, 8, 32]}
+                "SMALL_M": [0, 64, 128], "SMALL_BLOCK_N": [0, 64, 128], "SMALL_SPLIT_K": [0, 1, 2, 3, 4, 8, 16],
+                "SMALL_CHUNK_M": [0, 8, 32]}
 MAX_SPLIT_K = 4
 SMALL_SPLITS = tuple(range(1, 17))  # any S: the decode path's reducer resets its tile's counter
 SMALL_WARPS = 4                   # one consumer warpgroup (the producer warp comes on top)
@@ -158,6 +159,7 @@ SMALL_SMEM_BYTES = 200 * 1024     # decode ring + epilogue scratch, under the 22
 MAX_SMALL_STAGES = 12
 SMALL_CHUNK_M = 8                 # fewest tokens the split-K reducer sums at a time
 SMALL_REDUCE_REGS = 128           # registers the reducer's S loads in flight may take per thread
+SMALL_FILL_ROWS = 48 * 128        # W rows in flight that saturate HBM (measured, see small_split)
 ELEMENT_BYTES = 2
 OPERAND_GL_DTYPE = gl.bfloat16
 PLAN_CACHE_SIZE = 64         # geometries kept; cleared wholesale when full
@@ -531,21 +533,28 @@ def small_block_m(M: int) -> int:
     return max(16, triton.next_power_of_2(M))
 
 
-def small_split(tiles: int, k_steps: int, sms: int, min_steps: int, epilogue_steps: int) -> int:
-    """The split S in SMALL_SPLITS with the shortest busiest SM: waves x (K steps per range + epilogue).
+def small_split(tiles: int, block_n: int, k_steps: int, min_steps: int) -> int:
+    """The smallest S in SMALL_SPLITS that puts SMALL_FILL_ROWS of W's rows in flight at once (tiles x S x
+    block_n), each range keeping >= min_steps K steps.
 
-    A unit's epilogue under split-K (its fp32 partial out, the reducer's reads in) is charged as
-    `epilogue_steps` K steps; ties go to the smaller S. Each range keeps at least min_steps K steps.
+    Measured on the H200 (stop 32, benchmarks/results/v11_decode_sweep.md): a split costs more than its
+    partials' traffic (each unit's partial out, the last unit's reads, and a pipeline restart per unit), and
+    48 CTAs streaming 128 rows each already pull ~3 TB/s, so splitting past that fill only loses.
     """
-    best, best_cost = 1, None
     for split in SMALL_SPLITS:
         if split > 1 and k_steps < split * min_steps:
-            break
-        units = tiles * split
-        cost = triton.cdiv(units, min(sms, units)) * (triton.cdiv(k_steps, split) + (epilogue_steps if split > 1 else 0))
-        if best_cost is None or cost < best_cost:
-            best, best_cost = split, cost
-    return best
+            return split - 1
+        if tiles * split * block_n >= SMALL_FILL_ROWS:
+            return split
+    return SMALL_SPLITS[-1]
+
+
+def small_block_n(block_m: int, SMALL_BLOCK_N: int) -> int:
+    """W's rows per tile on the decode path: the knob, or (0) 64 when A's box is as tall as W's (M > 64), so a
+    CTA's feed is not half A (the sweep's 128 x 4096 x 4096: 0.95x the vendor at 64 rows, at best 0.81x at 128)."""
+    if SMALL_BLOCK_N:
+        return SMALL_BLOCK_N
+    return 64 if block_m >= 128 else 128
 
 
 def reducer_chunk(block_m: int, split: int) -> int:
@@ -561,24 +570,24 @@ def small_schedule(M: int, N: int, K: int, sms: int, BLOCK_K: int, SMALL_BLOCK_N
                    SMALL_MIN_SPLIT_STEPS: int, SMALL_CHUNK_M: int = 0) -> Schedule:
     """The decode rows of the decision table (M <= SMALL_M): tile, ring depth, split and grid."""
     block_m = small_block_m(M)
-    tiles = triton.cdiv(N, SMALL_BLOCK_N)
+    block_n = small_block_n(block_m, SMALL_BLOCK_N)
+    tiles = triton.cdiv(N, block_n)
     k_steps = triton.cdiv(K, BLOCK_K)
-    stage_bytes = (SMALL_BLOCK_N + block_m) * BLOCK_K * ELEMENT_BYTES
-    partial_bytes = SMALL_BLOCK_N * block_m * 4
-    stages = min(MAX_SMALL_STAGES, (SMALL_SMEM_BYTES - SMALL_BLOCK_N * block_m * 2) // stage_bytes)
+    stage_bytes = (block_n + block_m) * BLOCK_K * ELEMENT_BYTES
+    stages = min(MAX_SMALL_STAGES, (SMALL_SMEM_BYTES - block_n * block_m * 2) // stage_bytes)
     if SMALL_SPLIT_K == 0:
-        split = small_split(tiles, k_steps, sms, SMALL_MIN_SPLIT_STEPS, triton.cdiv(2 * partial_bytes, stage_bytes))
+        split = small_split(tiles, block_n, k_steps, SMALL_MIN_SPLIT_STEPS)
     else:
         split = SMALL_SPLIT_K if SMALL_SPLIT_K in SMALL_SPLITS and k_steps >= SMALL_SPLIT_K else 1
     chunk = min(block_m, SMALL_CHUNK_M) if SMALL_CHUNK_M else reducer_chunk(block_m, split)
-    return Schedule(SMALL_BLOCK_N, stages, 1, split, min(sms, tiles * split),
-                    f"decode: {block_m}-row A box, {tiles} tiles of {SMALL_BLOCK_N} n, split-K {split}",
+    return Schedule(block_n, stages, 1, split, min(sms, tiles * split),
+                    f"decode: {block_m}-row A box, {tiles} tiles of {block_n} n, split-K {split}",
                     swap_ab=True, block_m=block_m, chunk_m=chunk)
 
 
 def schedule(M: int, N: int, K: int, sms: int, BLOCK_M: int, BLOCK_N: int, BLOCK_K: int, NUM_STAGES: int,
              EPILOGUE_SPLIT: int, FIT_GRID: int, SPLIT_K: int, MIN_SPLIT_STEPS: int, SMALL_M: int = 0,
-             SMALL_BLOCK_N: int = 128, SMALL_SPLIT_K: int = 0, SMALL_MIN_SPLIT_STEPS: int = 4,
+             SMALL_BLOCK_N: int = 0, SMALL_SPLIT_K: int = 0, SMALL_MIN_SPLIT_STEPS: int = 4,
              SMALL_CHUNK_M: int = 0) -> Schedule:
     """The decision table of the module docstring."""
     if M <= SMALL_M:
