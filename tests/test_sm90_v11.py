@@ -59,6 +59,8 @@ def test_decode_rows_of_the_decision_table(path):
     assert table(path, (16, 4096, 14336), SMALL_SPLIT_K=16).split_k == 16
     assert table(path, (16, 1024, 256), SMALL_SPLIT_K=16).split_k == 1   # fewer K steps than ranges
     assert table(path, (16, 4096, 14336), SMALL_M=0).swap_ab is False    # the decode path off: v10's table
+    assert table(path, (128, 57344, 8192)).swap_ab is False   # a 128-row A box, and v10's 224 tiles fill the SMs
+    assert table(path, (64, 57344, 8192)).swap_ab is True     # a shorter A box keeps the decode path
 
 
 @pytest.mark.parametrize("path", [BF16, FP8], ids=["bf16", "fp8"])
@@ -141,7 +143,10 @@ def test_every_quick_benchmark_shape_compiles_within_limits(static_eval, path, s
     record = static_eval(str(path), None, shape, ())
     assert record["status"] == "ok", record.get("message")
     static = record["static"]
-    assert static["kernel"] == ("small_kernel" if shape[0] <= 128 else "gemm_kernel")
+    module, spec = load_candidate(path)
+    decode = table(path, shape).swap_ab
+    assert decode == (shape[0] <= 64 or (shape[0] <= 128 and -(-shape[1] // spec.knobs["BLOCK_N"]) < SMS))
+    assert static["kernel"] == ("small_kernel" if decode else "gemm_kernel")
     assert static["spills"] == 0 and not static["hot_loop_spills"]
     assert static["shared_bytes"] <= SHARED_LIMIT
     assert screen(record, max_spills=0) is None  # the loop's static screen (registers x threads, shared memory)
