@@ -58,6 +58,7 @@ LARGE_M = 1024         # from here v11 must be no slower than v10
 M_VALUES = (1, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 QUICK_STAGES = ("v10", "v11", "v10-fp8", "v11-fp8")
 QUICK_DEADLINE_S = 330.0
+HBM_PEAK_TBPS = 4.8    # NVIDIA H200 datasheet
 DTYPE_LABEL = {"bfloat16": "bf16", "float8_e4m3fn": "fp8"}
 
 
@@ -220,6 +221,18 @@ def geomean(values: list[float]) -> float | None:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
 
 
+def min_bytes(rec: dict) -> int:
+    """Bytes a GEMM must move at least: A and W read once, C (bf16) written once."""
+    operand = 1 if rec["dtype"] == "fp8" else 2
+    return (rec["M"] + rec["N"]) * rec["K"] * operand + rec["M"] * rec["N"] * 2
+
+
+def graph_tbps(rec: dict, field_name: str) -> float | None:
+    """Memory throughput implied by a measured graph-replay time (TB/s over min_bytes), None if not measured."""
+    ms = rec.get(field_name)
+    return min_bytes(rec) / (ms * 1e-3) / 1e12 if ms else None
+
+
 def _relative(records: list[dict], stage: str, base: str, field_name: str, select) -> list[float]:
     """stage's vendor ratio over base's at each shape both measured (how much faster than base, via the vendor)."""
     ratio = {(r["M"], r["N"], r["K"]): r[field_name] for r in records
@@ -238,11 +251,16 @@ def goals(records: list[dict]) -> list[dict]:
         large = _relative(records, new, old, "ratio_vs_vendor_graph", lambda r: r["M"] >= LARGE_M)
         eager = _relative(records, new, old, "ratio_vs_vendor", lambda r: True)
         wrong = sum(1 for r in records if r["label"] == new and not r["correct"])
+        # What the memory system allows: a kernel at HBM peak would be peak / vendor TB/s times the vendor.
+        ceiling = [HBM_PEAK_TBPS / graph_tbps(r, "vendor_graph_median_ms") for r in records if r["label"] == new
+                   and r["M"] <= SMALL_M and r["correct"] and r.get("vendor_graph_median_ms")]
         out.append({"dtype": dtype, "stage": new, "small_m_shapes": len(small),
                     "min_graph_ratio_small_m": min(small) if small else None,
                     "geomean_graph_ratio_small_m": geomean(small),
                     "min_graph_vs_v10_large_m": min(large) if large else None,
-                    "min_eager_vs_v10": min(eager) if eager else None, "not_correct": wrong})
+                    "min_eager_vs_v10": min(eager) if eager else None, "not_correct": wrong,
+                    "hbm_ceiling_geomean_small_m": geomean(ceiling),
+                    "hbm_ceiling_min_small_m": min(ceiling) if ceiling else None})
     return out
 
 
@@ -255,7 +273,12 @@ def fmt(value, digits: int = 3) -> str:
 
 
 def _met(value, threshold: float) -> str:
-    return "-" if value is None else ("met" if value >= threshold else f"missed by {100 * (1 - value / threshold):.1f}%")
+    if value is None:
+        return "-"
+    if value >= threshold:
+        return "met"
+    short = 100 * (1 - value / threshold)
+    return f"missed by {short:.1f}%" if short >= 0.05 else "missed by < 0.1%"
 
 
 def render(meta: dict, records: list[dict], skipped: int) -> str:
@@ -270,14 +293,23 @@ def render(meta: dict, records: list[dict], skipped: int) -> str:
               "Shapes: benchmarks/llm_shapes.py's docstring."), ""]
     if skipped:
         lines += [f"**Cut short: {skipped} planned evaluations were not run** (deadline).", ""]
-    lines += ["| dtype | M x N x K | layers | stage | correct | eager | graph | host us | vendor host us |",
-              "|---|---|---|---|---|---|---|---|---|"]
+    commits = sorted({(r.get("commit") or "unknown")[:7] for r in records})
+    if len(commits) > 1:
+        lines += [(f"Rows come from {len(commits)} commits ({', '.join(commits)}): see the commit column and "
+                  "`sources` in the JSON."), ""]
+    lines += [("TB/s: min_bytes (A and W read once, C written once) over the measured graph-replay time, for the "
+               f"stage and for the vendor; the H200's HBM3e peak is {HBM_PEAK_TBPS} TB/s (datasheet). Derived from "
+               "measurements, not measured counters."), "",
+              ("| dtype | M x N x K | layers | stage | correct | eager | graph | TB/s | vendor TB/s | host us | "
+              "vendor host us | commit |"), "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in sorted(records, key=lambda r: (r["dtype"], r["M"], r["N"], r["K"], r["label"])):
         layer = r["layers"][0] + (f" (+{len(r['layers']) - 1})" if len(r["layers"]) > 1 else "")
         correct = "yes" if r["correct"] else f"no: {r['status']}"
         lines.append(f"| {r['dtype']} | {r['M']}x{r['N']}x{r['K']} | {layer} | {r['label']} | {correct} | "
                      f"{fmt(r['ratio_vs_vendor'])} | {fmt(r['ratio_vs_vendor_graph'])} | "
-                     f"{fmt(r['host_us_per_call'], 1)} | {fmt(r['vendor_host_us_per_call'], 1)} |")
+                     f"{fmt(graph_tbps(r, 'graph_median_ms'), 2)} | {fmt(graph_tbps(r, 'vendor_graph_median_ms'), 2)} | "
+                     f"{fmt(r['host_us_per_call'], 1)} | {fmt(r['vendor_host_us_per_call'], 1)} | "
+                     f"{(r.get('commit') or 'unknown')[:7]} |")
     lines += ["", "v11 goals (issue 25), measured:", "",
               ("| dtype | M <= 128 shapes | lowest graph ratio (goal >= 1.0) | geomean graph ratio (goal >= 1.1) | "
               "lowest graph v11/v10, M >= 1024 (goal >= 1.0) | lowest eager v11/v10, all shapes (goal >= 1.0) | "
@@ -288,10 +320,32 @@ def render(meta: dict, records: list[dict], skipped: int) -> str:
                      f"({_met(g['geomean_graph_ratio_small_m'], 1.1)}) | {fmt(g['min_graph_vs_v10_large_m'])} "
                      f"({_met(g['min_graph_vs_v10_large_m'], 1.0)}) | {fmt(g['min_eager_vs_v10'])} "
                      f"({_met(g['min_eager_vs_v10'], 1.0)}) | {g['not_correct']} |")
+    lines += ["", ("HBM ceiling: the graph ratio a kernel moving min_bytes at the datasheet peak would reach against "
+                   "the same vendor time, over the M <= 128 rows (geometric mean; lowest):")]
+    lines += [f"- {g['dtype']}: {fmt(g['hbm_ceiling_geomean_small_m'])}; {fmt(g['hbm_ceiling_min_small_m'])}"
+              for g in goals(records)]
     lines += ["", ("v11/v10 = v11's vendor ratio over v10's at the same shape, each from its own evaluation (the "
                    "vendor is re-timed in each), so a ratio within a few percent of 1 is inside what varies between "
                    "evaluations.")]
     return "\n".join(lines) + "\n"
+
+
+def merge(paths: list[Path]) -> tuple[dict, list[dict]]:
+    """Records of several llm_shapes.json files; a later file's record replaces an earlier one of the same stage
+    and shape (a re-measurement on newer code). Returns (meta naming every source, records)."""
+    by_key: dict[tuple, dict] = {}
+    sources = []
+    for path in paths:
+        doc = json.loads(path.read_text())
+        sources.append({"file": str(path), "command": doc.get("command"), "date_utc": doc.get("date_utc"),
+                        "commit": (doc.get("git") or {}).get("commit"), "records": len(doc.get("records", []))})
+        for rec in doc.get("records", []):
+            by_key[(rec["label"], rec["dtype"], rec["M"], rec["N"], rec["K"])] = rec
+    last = json.loads(paths[-1].read_text())
+    meta = {"command": " + ".join(s["command"] or "?" for s in sources), "date_utc": last.get("date_utc"),
+            "git": {"commit": ", ".join(sorted({(s["commit"] or "unknown")[:7] for s in sources}))},
+            "sources": sources}
+    return meta, list(by_key.values())
 
 
 def write(out: Path, meta: dict, records: list[dict], skipped: list[dict]) -> None:
@@ -338,7 +392,19 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=os.environ.get("OUT") or str(ROOT / "benchmarks" / "results"))
     parser.add_argument("--dry-run", action="store_true", help="print the planned evaluations, run nothing")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--merge", nargs="+", type=Path, metavar="JSON",
+                        help="re-render llm_shapes.json files made earlier into one table in --out (later files' "
+                             "records replace earlier ones of the same stage and shape); runs nothing")
     args = parser.parse_args(argv)
+    if args.merge:
+        missing = [str(p) for p in args.merge if not p.is_file()]
+        if missing:
+            print(f"llm_shapes.py: no such file: {', '.join(missing)}", file=sys.stderr)
+            return 2
+        meta, records = merge(args.merge)
+        write(Path(args.out), meta, records, [])
+        print(f"merged {len(records)} records from {len(args.merge)} files into {Path(args.out) / 'llm_shapes.md'}")
+        return 0
     try:
         shapes, stages = select(args)
     except ValueError as err:

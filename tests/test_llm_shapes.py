@@ -115,10 +115,30 @@ def test_markdown_table_and_incremental_files(records, tmp_path):
     assert len(doc["records"]) == 6 and doc["not_run"] and doc["goals"][0]["stage"] == "v11"
     text = (tmp_path / "llm_shapes.md").read_text()
     assert "measured on NVIDIA H200" in text and "Cut short: 1 planned evaluations" in text
-    assert "| bf16 | 16x4096x14336 | llama-3-8b/down_proj | v11 | yes | 1.500 | 1.250 | 9.5 | 18.0 |" in text
+    # TB/s: (16 + 4096) x 14336 x 2 + 16 x 4096 x 2 bytes over 0.03 ms (the stage) and 0.0375 ms (the vendor)
+    assert ("| bf16 | 16x4096x14336 | llama-3-8b/down_proj | v11 | yes | 1.500 | 1.250 | 3.93 | 3.15 | 9.5 | 18.0 "
+            "| abc123 |") in text
+    assert "- bf16: 1.525; 1.525" in text       # HBM ceiling: 4.8 / 3.147 TB/s
     assert "| fp8 | 16x4096x14336 | llama-3-8b/down_proj | v11-fp8 | no: wrong_result |" in text
     assert "| bf16 | 1 | 1.250 (met) | 1.250 (met) | 0.990 (missed by 1.0%) | 0.990 (missed by 1.0%) | 0 |" in text
     assert "| fp8 | 0 | - (-) | - (-) |" in text
+
+
+def test_merge_keeps_the_later_measurement_and_names_every_source(records, tmp_path):
+    meta = {"date_utc": "2026-12-25T00:00:00+00:00", "command": "first", "git": {"commit": "abc123"}}
+    ls.write(tmp_path / "a", meta, records, [])
+    newer = dict(records[1], ratio_vs_vendor_graph=1.5, commit="def456")
+    ls.write(tmp_path / "b", {**meta, "command": "second", "git": {"commit": "def456"}}, [newer], [])
+    assert ls.main(["--merge", str(tmp_path / "a" / "llm_shapes.json"), str(tmp_path / "b" / "llm_shapes.json"),
+                    "--out", str(tmp_path / "m")]) == 0
+    doc = json.loads((tmp_path / "m" / "llm_shapes.json").read_text())
+    assert len(doc["records"]) == len(records)
+    v11 = [r for r in doc["records"] if r["label"] == "v11" and r["M"] == 16]
+    assert [r["ratio_vs_vendor_graph"] for r in v11] == [1.5] and doc["goals"][0]["min_graph_ratio_small_m"] == 1.5
+    assert [s["command"] for s in doc["sources"]] == ["first", "second"]
+    text = (tmp_path / "m" / "llm_shapes.md").read_text()
+    assert "Rows come from 2 commits (abc123, def456)" in text
+    assert ls.main(["--merge", str(tmp_path / "missing.json")]) == 2
 
 
 def test_dry_run_and_no_device(capsys):

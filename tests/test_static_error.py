@@ -55,6 +55,16 @@ def test_a_gain_from_an_unvalidated_mechanism_is_labelled_and_needs_a_wider_marg
     assert "UNVALIDATED on gfx950" in judgement.reason and "resident_streams" in judgement.reason
 
 
+def test_resident_streams_are_validated_on_sm90_only_after_its_held_out_occupancy_set():
+    sm90 = static_speedup(record(300, "sm90", streams=2)["static"], record(200, "sm90")["static"])
+    assert sm90.unvalidated == ()                      # occupancy set 2 (H200) validated it
+    gfx950 = static_speedup(record(300, streams=2)["static"], record(200)["static"])
+    assert gfx950.unvalidated == ("resident_streams",)  # nobody here has measured a gfx950
+    doc = json.loads(FIDELITY.read_text())
+    held_out = [s for s in doc if s["set"] == "sm90_occupancy_variants_2" and s["n"] == 15]
+    assert held_out and held_out[0]["spearman"] >= 0.8 and held_out[0]["pairwise_accuracy"] >= 0.8
+
+
 def test_mechanisms_are_read_off_the_two_static_sections():
     base = record(1)["static"]
     ws = json.loads(json.dumps(base))

@@ -16,22 +16,27 @@ that is 16 tiles, split-K 4 (its cap) makes 64 CTAs, and 68 of the 132 SMs strea
    deep within SMALL_SMEM_BYTES (up to ~180 KiB in flight per SM), enough to keep HBM busy.
 3. One consumer warpgroup (4 warps) and the producer warp: a tile's accumulator is 128 x M fp32, at most
    128 registers per thread, and a second warpgroup would only halve the rows each one streams.
-4. Split-K sized over all SMs: S in SMALL_SPLITS (1..16, powers of two) minimizes the busiest SM's work,
-   waves x (K steps per range + the epilogue's partial traffic in K-step units), each range >= 4 K steps.
-   16 x 4096 x 14336: 32 tiles, S = 4, 128 CTAs; 1 x 6144 x 4096: 48 tiles, S = 8, 132 CTAs; 128 x 28672 x 4096:
-   224 tiles, no split. The reduction is v10's deterministic one: each unit stores its fp32 partial (as
-   [M, 128] with n contiguous, like C), a partition barrier, one gpu-scope acq_rel arrival per unit; the unit
-   that arrives last sums the S partials in the order 0..S-1 (8 tokens at a time) and writes C; counters are
-   never reset ((old + 1) % S == 0, S a power of two). Whichever unit is last, the result is bitwise the same.
+4. Split-K only as far as HBM needs it: the smallest S in 1..16 that puts 48 x 128 of W's rows in flight
+   (tiles x S x tile rows, SMALL_FILL_ROWS), with balanced K ranges (>= 4 steps each), and 64-row tiles when A's
+   box is 128 tall (M > 64), so a CTA's feed is not half A. Set from an H200 sweep (stop 32,
+   benchmarks/results/v11_decode_sweep.md): a split costs more than its partials' traffic, and 48 CTAs of 128
+   rows already pull ~3 TB/s, so the earlier rule (the split that minimized the busiest SM's K steps, S = 4 to 9
+   at most shapes) lost 5 to 20% to S = 1 or 2. 16 x 4096 x 14336: 32 tiles, S = 2; 1 x 6144 x 4096: 48 tiles, no
+   split; 128 x 4096 x 4096: 64 tiles of 64 rows, S = 2. The reduction is deterministic: each unit stores its
+   fp32 partial (as [M, rows] with n contiguous, like C), a partition barrier, one gpu-scope acq_rel arrival per
+   unit; the unit that arrives last (it reads S - 1) resets the counter for the next launch, sums the S partials
+   in the order 0..S-1, as many tokens per round as keep S loads within 128 registers, and writes C. Whichever
+   unit is last, the result is bitwise the same.
 5. C written by masked stores (m < M, n < N) from a layout where each thread holds consecutive n of one token
    (C's contiguous dimension), so no TMA store box has to be transposed or trimmed.
-Above SMALL_M the kernel, the decision table and the lean launch path are v10's, unchanged (the dispatch is one
-comparison inside `schedule`, evaluated once per geometry). SMALL_M = 0 turns the decode path off.
+Above SMALL_M the kernel, the decision table and the lean launch path are v10's, unchanged; so is M in 65..128
+when v10's 128 x 256 tiles fill every SM (128 x 57344 x 8192: v10's path 1.03x the vendor, the decode path
+0.90x). The dispatch is evaluated once per geometry inside `schedule`. SMALL_M = 0 turns the decode path off.
 
 | geometry                                  | schedule                                                      |
 |-------------------------------------------|---------------------------------------------------------------|
-| M <= SMALL_M (128)                        | decode: C^T tiles of 128 n x M (rounded up), split-K S chosen over the SMs |
-| M > SMALL_M                               | v10's table: 128 x 256 tiles, half-width tiles, or split-K 2/4 |
+| M <= SMALL_M (128), unless v10 fills the SMs | decode: C^T tiles of 128 (64 if M > 64) n x M rounded up, split-K to fill HBM |
+| M > SMALL_M, or M > 64 and v10's tiles >= SMs | v10's table: 128 x 256 tiles, half-width tiles, or split-K 2/4 |
 
 Correctness at the edges: N and K need only be multiples of 8 (TMA strides); W's rows past N and K's tail past
 the last full 64 arrive as zeros from TMA and add nothing; the stores mask n >= N and m >= M; a K range left
@@ -39,22 +44,20 @@ empty by the split (K steps not a multiple of S) publishes a zero partial and st
 
 What to look for in SASS: `HGMMA.64xMx16.F32.BF16` (M the rounded token count) in the consumer, two `UTMALDG` in
 the producer (W's box, A's box), no `UTMASTG`; in the split-K variant one `ATOMG.E.ADD.STRONG.GPU` after
-`MEMBAR.ALL.GPU`, the reducer's `LDG.E.128.STRONG.GPU` (ld.global.cg) partial reads, and no
+`MEMBAR.ALL.GPU` and one `ATOMG.E.EXCH.STRONG.GPU` (the reset), the reducer's `LDG.E.128.STRONG.GPU` (ld.global.cg) partial reads, and no
 local-memory traffic (tests/test_sm90_v11.py checks these).
 
 Figures, compile-only (ptxas, sm_90a, evaluator static path): at every shape of benchmarks/llm_shapes.py --quick
 0 spills, no stack, 160-184 KiB of shared memory on the decode path (v10's 168 registers and 224 KiB above it).
-First H200 run (stop 31, benchmarks/results/llm_shapes.md, eval --run): at every M <= 128 shape tried
-(1 x 6144 x 4096, 16 x 4096 x 14336, 16 x 28672 x 4096) the outputs were unwritten: the correctness call passed,
-then the recheck of the timed input sets found their C all NaN poison. Cause, found by reading the code (no GPU
-since): the decode path's `Plan`, cached per geometry, carried the first call's C pointer among its scalars, so
-every later call of that geometry (JIT or fast launch) wrote into the first call's C, by then freed. v10's path
-passes C as a per-call descriptor and was not affected. Fix: `call_arguments` builds every per-call tensor
-argument for each call and the plan holds geometry only (tests/test_sm90_v11.py checks both on the CPU). The
-fix has not yet run on a GPU, and no v11 figure of that run counts (its kernel wrote into a freed buffer).
-The goals (issue 25) are >= 1.0x the vendor under CUDA-graph replay at every M <= 128
-shape, geometric mean >= 1.1x there, no slower than v10 at M >= 1024, and per call no slower than v10 anywhere;
-benchmarks/llm_shapes.py --quick measures exactly these (benchmarks/results/llm_shapes.md).
+Measured on the H200 (stop 32, benchmarks/results/llm_shapes.md, eval --run, graph replay vs torch.matmul, at
+the nine M <= 128 shapes of llm_shapes.py --quick): 0.935x to 1.040x, geometric mean 0.979x (with the first
+split rule 0.709x to 1.026x, mean 0.863x); at three more Llama-3-70B M = 128 layers 0.700x (128 x 10240 x 8192:
+160 tiles of 64 rows on 132 SMs, a second wave of 28 CTAs), 0.938x and 1.002x. At M >= 1024 v11 is v10
+(graph ratios within 0.1% of v10's). The goals of issue 25 (>= 1.0x at every M <= 128 shape, mean >= 1.1x) are
+missed: where it is fastest the stage moves 3.7 to 4.4 TB/s (W and A read once, C written once, over graph
+time), beside the vendor's 3.1 to 4.2, against a 4.8 TB/s datasheet peak. The first H200 run (stop 31) found
+the outputs of every later call unwritten (the cached plan held the first call's C pointer); `call_arguments`
+builds every per-call tensor argument each call since, and the GPU tests pass (tests/test_sm90_v11.py).
 
 v10's own notes (its path is this stage's for M > 128):
 

@@ -5,8 +5,8 @@ the time is streaming the weight once, and v10-fp8's 128 x 256 tiles leave most 
 padding (issue 25: 0.37-0.68x torch._scaled_mm under CUDA-graph replay at M = 16). For M <= SMALL_M this stage
 computes C^T = W @ A^T: W's rows fill wgmma's M side, the tokens (rounded up to a power of two, at least 16) are
 its N (`QGMMA.64xMx32.F32.E4M3.E4M3`), A's TMA box holds only those rows, one consumer warpgroup streams a ring
-of W's 128 x 128 e4m3 boxes (16 KiB, 128-byte rows) 5 to 10 slots deep, and split-K S in 1..16 (powers of two)
-is chosen so the busiest SM has the least work. Both operands are K-major in shared memory, as fp8 wgmma needs:
+of W's 128 x 128 e4m3 boxes (16 KiB, 128-byte rows) 5 to 10 slots deep (64-row boxes when M > 64), and
+split-K S in 1..16 only until 48 x 128 of W's rows are in flight (bf16 v11's rule, set from its H200 sweep). Both operands are K-major in shared memory, as fp8 wgmma needs:
 W's box is the A operand as stored, A's box the B operand through a permuted view.
 
 Scales: the split-K workspace holds unscaled fp32 partials; the unit that arrives last sums them in the fixed
@@ -17,20 +17,21 @@ torch._scaled_mm with use_fast_accum=True, as for v10-fp8.
 
 | geometry             | schedule                                                                    |
 |----------------------|-----------------------------------------------------------------------------|
-| M <= SMALL_M (128)   | decode: C^T tiles of 128 n x M (rounded up), K steps of 128, split-K over the SMs |
-| M > SMALL_M          | v10-fp8's table (128 x 256 tiles, half-width tiles, split-K 2/4), unchanged |
+| M <= SMALL_M (128), unless v10 fills the SMs | decode: C^T tiles of 128 (64 if M > 64) n x M, K steps of 128 |
+| M > SMALL_M, or M > 64 and v10's tiles >= SMs | v10-fp8's table (128 x 256 tiles, half-width, split-K 2/4) |
 
 What to look for in SASS: `QGMMA.64x16x32.F32.E4M3.E4M3` at M = 16, two `UTMALDG` in the producer, two `LDG` of the
-scales, no `UTMASTG`; in the split-K variant one `ATOMG.E.ADD.STRONG.GPU` and the reducer's `LDG.E.128.STRONG.GPU`
+scales, no `UTMASTG`; in the split-K variant one `ATOMG.E.ADD.STRONG.GPU`, one `ATOMG.E.EXCH.STRONG.GPU` (the
+counter's reset) and the reducer's `LDG.E.128.STRONG.GPU`
 reads; no local-memory traffic (tests/test_sm90_v11.py).
 
 Figures, compile-only (ptxas, sm_90a, evaluator static path): at every shape of benchmarks/llm_shapes.py --quick
-0 spills, no stack, 160-184 KiB of shared memory on the decode path. First H200 run (stop 31, eval --run): at
-every M <= 128 shape tried the outputs were unwritten (correctness call passed; the timed input sets' C stayed
-NaN poison). Cause, found by reading the code: as in bf16 v11, the decode `Plan` cached per geometry held the
-first call's C pointer, so later calls wrote into that C; fixed by `call_arguments` (per-call tensors, the plan
-holds geometry only). The fix has not yet run on a GPU; the goals and the command that measures them are bf16
-v11's.
+0 spills, no stack, 160-184 KiB of shared memory on the decode path. Measured on the H200 (stop 32, benchmarks/results/llm_shapes.md, eval --run, graph replay vs torch._scaled_mm
+use_fast_accum=True, nine M <= 128 shapes of llm_shapes.py --quick): 0.771x to 1.027x, geometric mean 0.953x
+(first split rule: 0.553x to 1.012x, mean 0.762x); lowest at 128 x 4096 x 4096 (16.8 MB of W, 8.4 us for the
+vendor: the kernel's fixed costs show) and, beyond the quick set, 0.700x at 128 x 10240 x 8192 (a 28-CTA second
+wave). Goals of issue 25 missed; see bf16 v11. The stop-31 unwritten-output bug (the plan held the first call's C)
+is fixed by `call_arguments`, and the GPU tests pass.
 
 v10-fp8's own notes (its path is this stage's for M > 128):
 
