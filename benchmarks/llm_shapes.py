@@ -59,6 +59,7 @@ M_VALUES = (1, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 QUICK_STAGES = ("v10", "v11", "v10-fp8", "v11-fp8")
 QUICK_DEADLINE_S = 330.0
 HBM_PEAK_TBPS = 4.8    # NVIDIA H200 datasheet
+TENSOR_PEAK_TFLOPS = {"bf16": 989.4, "fp8": 1978.9}   # H100/H200 SXM datasheet, dense
 DTYPE_LABEL = {"bfloat16": "bf16", "float8_e4m3fn": "fp8"}
 
 
@@ -254,13 +255,18 @@ def goals(records: list[dict]) -> list[dict]:
         # What the memory system allows: a kernel at HBM peak would be peak / vendor TB/s times the vendor.
         ceiling = [HBM_PEAK_TBPS / graph_tbps(r, "vendor_graph_median_ms") for r in records if r["label"] == new
                    and r["M"] <= SMALL_M and r["correct"] and r.get("vendor_graph_median_ms")]
+        # The tensor pipe's share: useful FLOPs over graph time against the dense peak (derived, not a counter).
+        tensor = [2 * r["M"] * r["N"] * r["K"] / (r["graph_median_ms"] * 1e-3) / 1e12 / TENSOR_PEAK_TFLOPS[dtype]
+                  for r in records if r["label"] == new and r["M"] <= SMALL_M and r["correct"]
+                  and r.get("graph_median_ms")]
         out.append({"dtype": dtype, "stage": new, "small_m_shapes": len(small),
                     "min_graph_ratio_small_m": min(small) if small else None,
                     "geomean_graph_ratio_small_m": geomean(small),
                     "min_graph_vs_v10_large_m": min(large) if large else None,
                     "min_eager_vs_v10": min(eager) if eager else None, "not_correct": wrong,
                     "hbm_ceiling_geomean_small_m": geomean(ceiling),
-                    "hbm_ceiling_min_small_m": min(ceiling) if ceiling else None})
+                    "hbm_ceiling_min_small_m": min(ceiling) if ceiling else None,
+                    "tensor_share_small_m": [min(tensor), max(tensor)] if tensor else None})
     return out
 
 
@@ -323,6 +329,11 @@ def render(meta: dict, records: list[dict], skipped: int) -> str:
     lines += ["", ("HBM ceiling: the graph ratio a kernel moving min_bytes at the datasheet peak would reach against "
                    "the same vendor time, over the M <= 128 rows (geometric mean; lowest):")]
     lines += [f"- {g['dtype']}: {fmt(g['hbm_ceiling_geomean_small_m'])}; {fmt(g['hbm_ceiling_min_small_m'])}"
+              for g in goals(records)]
+    lines += ["", ("Tensor pipe at M <= 128: useful FLOPs over the graph time, as a share of the dense datasheet peak "
+                   "(derived, not a counter; the stage is memory-bound there):")]
+    lines += [f"- {g['dtype']}: " + (f"{100 * g['tensor_share_small_m'][0]:.1f}% to "
+                                     f"{100 * g['tensor_share_small_m'][1]:.1f}%" if g["tensor_share_small_m"] else "-")
               for g in goals(records)]
     lines += ["", ("v11/v10 = v11's vendor ratio over v10's at the same shape, each from its own evaluation (the "
                    "vendor is re-timed in each), so a ratio within a few percent of 1 is inside what varies between "
