@@ -53,6 +53,7 @@ SAMPLE = {
     "sm90_occupancy_variants": "in-sample since c4d6d9e: the spill-placement mechanism was diagnosed on this set "
                                "(no constant fitted on it)",
     "sm90_occupancy_variants_2": "out of sample: held out, committed in 90607a0 before any estimate of it",
+    "sm90_decode": "out of sample: measured for issue 25, never used to fit or choose a static-model constant",
 }
 # Occupancy set 1 against the model it was held out from (benchmarks/results/static_model_fidelity.json as of
 # e0577dc, made on a3f2b0a): the out-of-sample figure, kept on record now that the set is in-sample.
@@ -65,6 +66,10 @@ EARLIER_OUT_OF_SAMPLE = [
      "dropped": [], "rows": []},
 ]
 SM90_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192))
+# Decode shapes (M <= 128): v10 and v11 of both dtypes measured under CUDA-graph replay by benchmarks/llm_shapes.py
+# (stop 32), the memory-bound regime none of the other sets covers; never used to fit or choose a constant.
+DECODE_RESULTS = RESULTS / "llm_shapes.json"
+DECODE_MAX_M = 128
 GFX950_FILES = tuple(f"kernels/gfx950/fp16/{name}.py" for name in (
     "v00_naive", "v01_buffer_load", "v02_async_copy", "v03_lds", "v04_global_prefetch", "v05_local_prefetch",
     "v06_loop_unroll", "v07_sliceN", "v08_sliceMN", "v09_beyond_hotloop")) + (
@@ -286,6 +291,53 @@ def measured_records(path: Path, estimates: dict) -> list[dict]:
     return out
 
 
+def decode_rows() -> list[dict]:
+    """llm_shapes.json's correct v10/v11 rows at M <= DECODE_MAX_M with a graph time: (file, shape, measured)."""
+    if not DECODE_RESULTS.is_file():
+        return []
+    doc = json.loads(DECODE_RESULTS.read_text())
+    return [{"file": r["file"], "shape": (r["M"], r["N"], r["K"]), "label": f"{r['label']} {r['M']}x{r['N']}x{r['K']}",
+             "stage": r["label"], "measured": 2 * r["M"] * r["N"] * r["K"] / (r["graph_median_ms"] * 1e-3) / 1e12,
+             "commit": r.get("commit"), "device": r.get("device")}
+            for r in doc.get("records", []) if r["M"] <= DECODE_MAX_M and r.get("correct") and r.get("graph_median_ms")
+            and not r.get("knobs")]
+
+
+def decode_records(estimates: dict) -> list[dict]:
+    """The decode set: each kernel's estimate against its graph-timed TFLOP/s, and each v11/v10 pair's estimated
+    ratio against the measured one, with the share inside the sm90 ratio interval the accept rule uses."""
+    import math
+
+    from evaluator.targets import get_target
+
+    rows = decode_rows()
+    if not rows:
+        return []
+    for r in rows:
+        r["estimate"] = (estimates.get((r["file"], r["shape"], None)) or {}).get("estimated_tflops")
+    provenance = {"device": next((r["device"] for r in rows if r["device"]), None), "measured_in": _relative(
+        DECODE_RESULTS), "sample": SAMPLE["sm90_decode"]}
+    kernels = [{k: r[k] for k in ("label", "estimate", "measured")} for r in rows]
+    out = [compare("sm90_decode", "estimated_tflops", f"measured TFLOP/s under graph replay ({provenance['device']})",
+                   kernels, 0.03, kernels="v10 and v11, bf16 and fp8, at the M <= 128 shapes of llm_shapes.json",
+                   **provenance)]
+    error = get_target("sm90").ratio_error
+    half = error.z * error.log_sigma
+    by_key = {(r["stage"], r["shape"]): r for r in rows}
+    pairs = []
+    for (stage, shape), r in sorted(by_key.items()):
+        base = by_key.get((stage.replace("v11", "v10"), shape))
+        if not stage.startswith("v11") or base is None or not r["estimate"] or not base["estimate"]:
+            continue
+        est, meas = r["estimate"] / base["estimate"], r["measured"] / base["measured"]
+        pairs.append({"label": f"{stage}/{base['stage']} {'x'.join(map(str, shape))}", "estimate": round(est, 3),
+                      "measured": round(meas, 3), "inside_interval": abs(math.log(meas / est)) <= half})
+    record = compare("sm90_decode", "estimated v11/v10 ratio", "measured v11/v10 ratio (graph replay)", pairs, 0.03,
+                     kernels="pairs at the same shape", **provenance)
+    record["inside_interval"] = f"{sum(p['inside_interval'] for p in pairs)} of {len(pairs)} (log half-width {half:.3f})"
+    return out + [record]
+
+
 def _relative(path: Path) -> str:
     path = Path(path).resolve()
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
@@ -322,6 +374,7 @@ def jobs_needed(measured_files: tuple[Path, ...] = ()) -> list[tuple]:
             jobs.append(job)
     for path in measured_files:
         jobs += [job for job in measured_jobs(path) if job not in jobs]
+    jobs += [job for job in {(r["file"], "sm90", r["shape"], None): None for r in decode_rows()} if job not in jobs]
     return jobs
 
 
@@ -364,6 +417,9 @@ def render(records: list[dict], header: dict) -> str:
         out.append("|---|---|---|")
         for row in r["rows"]:
             out.append(f"| {row['label']} | {_fmt(row['estimate'])} | {_fmt(row['measured'])} |")
+        if r.get("inside_interval"):
+            out.append(f"\nmeasured ratio inside the sm90 ratio interval the static accept rule uses: "
+                       f"{r['inside_interval']}")
         if r["dropped"]:
             out.append(f"\nleft out (no estimate or no measurement): {', '.join(r['dropped'])}")
         out.append("")
@@ -417,6 +473,7 @@ def main(argv=None) -> int:
         records += measured_records(path, estimates)
         if any(r["set"] == "sm90_occupancy_variants" for r in records[-2:]):
             records += EARLIER_OUT_OF_SAMPLE
+    records += decode_records(estimates)
     records += ratio_error_records(records)
     header = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "commit": _git("rev-parse", "--short", "HEAD"),
               "dirty": bool(_git("status", "--porcelain", "--untracked-files=no")), "triton": triton.__version__,
