@@ -406,7 +406,11 @@ def main(argv=None) -> int:
     parser.add_argument("--merge", nargs="+", type=Path, metavar="JSON",
                         help="re-render llm_shapes.json files made earlier into one table in --out (later files' "
                              "records replace earlier ones of the same stage and shape); runs nothing")
+    parser.add_argument("--notes", help="with --merge: a markdown file (what limits the figures) appended to the table")
     args = parser.parse_args(argv)
+    if args.notes and not Path(args.notes).is_file():
+        print(f"llm_shapes.py: no such file: {args.notes}", file=sys.stderr)
+        return 2
     if args.merge:
         missing = [str(p) for p in args.merge if not p.is_file()]
         if missing:
@@ -414,6 +418,9 @@ def main(argv=None) -> int:
             return 2
         meta, records = merge(args.merge)
         write(Path(args.out), meta, records, [])
+        if args.notes:
+            md = Path(args.out) / "llm_shapes.md"
+            md.write_text(md.read_text() + "\n" + Path(args.notes).read_text())
         print(f"merged {len(records)} records from {len(args.merge)} files into {Path(args.out) / 'llm_shapes.md'}")
         return 0
     try:
