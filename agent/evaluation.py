@@ -196,7 +196,8 @@ def objective_speedup(candidate: dict, incumbent: dict) -> StaticSpeedup:
     unvalidated = tuple(dict.fromkeys(m for s in per_shape for m in s.unvalidated))
     return StaticSpeedup(*(weighted_geomean([getattr(s, f) for s in per_shape], weights)
                            for f in ("point", "low", "high")), unvalidated,
-                         f"weighted geometric mean over {len(per_shape)} objective shapes of: {per_shape[0].basis}")
+                         f"weighted geometric mean over {len(per_shape)} objective shapes of: {per_shape[0].basis}",
+                         next((s.memory_bound for s in per_shape if s.memory_bound), ""))
 
 
 def judge_static(candidate: dict, incumbent: dict, min_gain: float = 0.01) -> Judgement:
@@ -213,7 +214,8 @@ def judge_static(candidate: dict, incumbent: dict, min_gain: float = 0.01) -> Ju
         return Judgement(False, f"estimated {est_new:.1f} TFLOP/s not above incumbent {est_old:.1f}: no ratio "
                                 f"to judge {detail}", new, False)
     speedup = objective_speedup(candidate, incumbent)
-    interval = (f"estimated ratio {speedup.point:.4f}, model interval [{speedup.low:.4f}, {speedup.high:.4f}]")
+    interval = (f"estimated ratio {speedup.point:.4f}, model interval [{speedup.low:.4f}, {speedup.high:.4f}]"
+                + (f" (a memory-bound shape: the error of the {speedup.memory_bound})" if speedup.memory_bound else ""))
     label = (f"; UNVALIDATED on {candidate.get('target') or 'this target'}: the gain involves "
              f"{', '.join(speedup.unvalidated)}" if speedup.unvalidated else "")
     if speedup.low > 1.0 + min_gain:

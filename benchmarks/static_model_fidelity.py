@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import subprocess
 import sys
 from concurrent.futures import ProcessPoolExecutor
@@ -53,7 +54,8 @@ SAMPLE = {
     "sm90_occupancy_variants": "in-sample since c4d6d9e: the spill-placement mechanism was diagnosed on this set "
                                "(no constant fitted on it)",
     "sm90_occupancy_variants_2": "out of sample: held out, committed in 90607a0 before any estimate of it",
-    "sm90_decode": "out of sample: measured for issue 25, never used to fit or choose a static-model constant",
+    "sm90_decode": "the v11/v10 pairs set sm90's memory-bound error (in-sample for it since); the kernels' own "
+                   "estimates were never fitted on them",
 }
 # Occupancy set 1 against the model it was held out from (benchmarks/results/static_model_fidelity.json as of
 # e0577dc, made on a3f2b0a): the out-of-sample figure, kept on record now that the set is in-sample.
@@ -306,8 +308,6 @@ def decode_rows() -> list[dict]:
 def decode_records(estimates: dict) -> list[dict]:
     """The decode set: each kernel's estimate against its graph-timed TFLOP/s, and each v11/v10 pair's estimated
     ratio against the measured one, with the share inside the sm90 ratio interval the accept rule uses."""
-    import math
-
     from evaluator.targets import get_target
 
     rows = decode_rows()
@@ -360,6 +360,19 @@ def ratio_error_records(records: list[dict]) -> list[dict]:
                     "from_kernels": source.get("kernels") or source.get("shape"), "n": source["n"],
                     "pairs": error.pairs, "log_sigma": round(error.log_sigma, 4), "rms": round(error.rms, 4),
                     "p90": round(error.p90, 4), "worst": round(error.worst, 4)})
+    # The memory-bound regime's scale (sm90's memory_bound_log_sigma): each decode pair is already a ratio.
+    pairs = next((r for r in records if r["set"] == "sm90_decode" and r["estimate"] == "estimated v11/v10 ratio"),
+                 None)
+    if pairs and pairs["n"] >= 2:
+        size = sorted(abs(math.log(p["estimate"] / p["measured"])) for p in pairs["rows"])
+        mid = len(size) // 2
+        median = size[mid] if len(size) % 2 else (size[mid - 1] + size[mid]) / 2
+        out.append({"set": "ratio_error", "target": "sm90", "regime": "memory_bound", "from_set": "sm90_decode",
+                    "from_estimate": "estimated v11/v10 ratio", "from_kernels": pairs.get("kernels"), "n": pairs["n"],
+                    "pairs": pairs["n"], "log_sigma": round(1.4826 * median, 4),
+                    "rms": round(math.sqrt(sum(e * e for e in size) / len(size)), 4),
+                    "p90": round(size[min(len(size) - 1, math.ceil(0.9 * len(size)) - 1)], 4),
+                    "worst": round(size[-1], 4)})
     return out
 
 
@@ -401,7 +414,7 @@ def render(records: list[dict], header: dict) -> str:
             "| target | from set | estimate | n | pairs | log-sigma (1.4826 x median) | RMS | 90th pct | worst |",
             "|---|---|---|---|---|---|---|---|---|"]
     for e in errors:
-        out.append(f"| {e['target']} | {e['from_set']} | {e['from_estimate']} | {e['n']} | {e['pairs']} | "
+        out.append(f"| {e['target']}{' (' + e['regime'] + ')' if e.get('regime') else ''} | {e['from_set']} | {e['from_estimate']} | {e['n']} | {e['pairs']} | "
                    f"{e['log_sigma']} | {e['rms']} | {e['p90']} | {e['worst']} |")
     out += ["", ("p: two-sided permutation p-value of rho. pairwise: share of pairs ordered as the reference orders "
             "them (estimate ties count one half); knob-variant pairs closer than the pre-registered tie threshold "

@@ -111,7 +111,7 @@ def evaluate_static(path: str | Path, request: EvalRequest | None = None, **fiel
             kernels, trace = _compile_traced(
                 path, lambda shape=goal.shape: compile_candidate(module, spec, tgt, shape, knobs or None))
             compile_s += time.perf_counter() - started
-            statics.append({**analyze(kernels, tgt, goal.shape), "shape": list(goal.shape)})
+            statics.append({**analyze(kernels, tgt, goal.shape, spec.dtype), "shape": list(goal.shape)})
             if first_kernels is None:
                 first_kernels, first_trace = kernels, trace
         shape = objective[0].shape

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from .compile import CompiledKernel
 from .targets import Target
+from .static_error import regime
 from .throughput import ModelInputs, kernel_estimate
 
 # Launch metadata that changes how a kernel runs without showing in its instructions.
@@ -31,7 +32,8 @@ _HEADLINE_ONLY = ("hot_loop", "kernels", "primary_kernel", "estimate_kind", "mod
                   "useful_fraction", "throughput")
 
 
-def analyze(kernels: list[CompiledKernel], target: Target, shape: tuple[int, int, int] | None = None) -> dict:
+def analyze(kernels: list[CompiledKernel], target: Target, shape: tuple[int, int, int] | None = None,
+            dtype: str | None = None) -> dict:
     """Report every compiled kernel; the headline is the one doing the matrix work (a StaticRecord as JSON).
     With the GEMM `shape`, the headline also carries the work-normalised objective `estimated_tflops` and
     `useful_fraction` (evaluator.throughput; None without a shape or a K loop)."""
@@ -42,7 +44,8 @@ def analyze(kernels: list[CompiledKernel], target: Target, shape: tuple[int, int
     if shape is not None and headline.model:
         estimate = kernel_estimate(ModelInputs.from_dict(headline.model), tuple(shape), kernels[primary].grid,
                                    target.compute_units, target.clock_ghz, target.clock)
-        throughput = {**estimate.to_dict(), "ratio_error": target.ratio_error.to_dict()}
+        throughput = {**estimate.to_dict(), "ratio_error": target.ratio_error.to_dict(),
+                      "regime": regime(shape, dtype, target.peak_tflops.get(dtype or ""), target.peak_memory_tbps)}
         headline = replace(headline, estimated_tflops=round(estimate.estimated_tflops, 1),
                            useful_fraction=round(estimate.useful_fraction, 4), throughput=throughput)
     return {**headline.to_dict(), "compiled_sha256": compiled_sha256(kernels, target)}

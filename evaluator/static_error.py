@@ -31,6 +31,8 @@ MECHANISMS = {
     "persistent": "a change to or from a persistent tile loop",
     "operand_feed": "the operand-feed bound into the CU/SM",
     "lds_bandwidth": "the CU's shared LDS bandwidth bound",
+    "memory_bound_regime": "a shape below the target's machine balance (FLOPs per byte moved at least), where the "
+                           "estimate is judged by a regime-specific error, or none",
     "spills": "a change in register spills: the cache level serving local memory (evaluator.local_memory), or the "
               "bound its traffic sets",
 }
@@ -53,6 +55,9 @@ class StaticErrorModel:
     validated_mechanisms: tuple[str, ...]
     unvalidated_log_penalty: float      # 90th percentile |log ratio error| seen: the widening for an unvalidated gain
     z: float = Z_ONE_SIDED_95
+    # The same scale over pairs measured at memory-bound shapes (`regime`); None: that regime is not validated.
+    memory_bound_log_sigma: float | None = None
+    memory_bound_source: str = ""
 
     def to_dict(self) -> dict:
         return {**asdict(self), "validated_mechanisms": list(self.validated_mechanisms)}
@@ -61,7 +66,30 @@ class StaticErrorModel:
     def from_dict(cls, data: dict) -> StaticErrorModel:
         return cls(float(data["log_sigma"]), str(data["source"]), int(data["pairs"]),
                    tuple(data.get("validated_mechanisms") or ()), float(data["unvalidated_log_penalty"]),
-                   float(data.get("z", Z_ONE_SIDED_95)))
+                   float(data.get("z", Z_ONE_SIDED_95)), data.get("memory_bound_log_sigma"),
+                   str(data.get("memory_bound_source") or ""))
+
+
+def element_bytes(dtype: str) -> float | None:
+    """Bytes per operand element of a contract dtype name ("bfloat16", "float8_e4m3fn", "float4_e2m1", ...)."""
+    for prefix, size in (("float4", 0.5), ("float8", 1.0), ("float16", 2.0), ("bfloat16", 2.0), ("float32", 4.0)):
+        if dtype.startswith(prefix):
+            return size
+    return None
+
+
+def regime(shape, dtype: str | None, peak_tflops: float | None, peak_memory_tbps: float | None) -> dict | None:
+    """Whether a GEMM shape is memory- or compute-bound on a target: its arithmetic intensity (useful FLOPs per
+    byte it must move: A and B read once, C written once in 2 bytes) against the machine balance (the dtype's
+    peak FLOP/s over peak bytes/s). None where the dtype or a peak to compare with is not known."""
+    size = element_bytes(dtype) if dtype else None
+    if not shape or not size or not peak_tflops or not peak_memory_tbps:
+        return None
+    m, n, k = shape
+    intensity = 2 * m * n * k / ((m + n) * k * size + 2 * m * n)
+    balance = peak_tflops / peak_memory_tbps
+    return {"regime": "memory_bound" if intensity < balance else "compute_bound",
+            "arithmetic_intensity": round(intensity, 1), "machine_balance": round(balance, 1)}
 
 
 def unvalidated_error() -> StaticErrorModel:
@@ -110,6 +138,7 @@ class StaticSpeedup:
     high: float
     unvalidated: tuple[str, ...]        # mechanisms the gain involves that the target has not validated
     basis: str
+    memory_bound: str = ""              # the source of the memory-bound regime's error, where it was used
 
     def to_dict(self) -> dict:
         return {"kind": "static_estimate", **asdict(self), "unvalidated": list(self.unvalidated)}
@@ -154,12 +183,19 @@ def static_speedup(candidate_static: dict, incumbent_static: dict) -> StaticSpee
         raise ValueError(f"static_speedup needs two positive estimates, got {new} and {old}")
     error = error_model_of(candidate_static) or error_model_of(incumbent_static) or unvalidated_error()
     point = new / old
-    unvalidated = tuple(m for m in mechanisms_changed(candidate_static, incumbent_static)
-                        if m not in error.validated_mechanisms)
-    half = error.z * error.log_sigma + (error.unvalidated_log_penalty if unvalidated else 0.0)
-    basis = (f"static estimates {new:.1f} / {old:.1f} TFLOP/s; ratio error log-sigma {error.log_sigma:.3f} x z "
-             f"{error.z} from {error.source} ({error.pairs} pairs)")
+    mechanisms = list(mechanisms_changed(candidate_static, incumbent_static))
+    sigma, source, memory_bound = error.log_sigma, f"{error.source} ({error.pairs} pairs)", ""
+    if any(((s.get("throughput") or {}).get("regime") or {}).get("regime") == "memory_bound"
+           for s in (candidate_static, incumbent_static)):
+        if error.memory_bound_log_sigma is None:
+            mechanisms.append("memory_bound_regime")
+        else:
+            sigma = max(sigma, error.memory_bound_log_sigma)
+            source = memory_bound = error.memory_bound_source
+    unvalidated = tuple(m for m in mechanisms if m not in error.validated_mechanisms)
+    half = error.z * sigma + (error.unvalidated_log_penalty if unvalidated else 0.0)
+    basis = f"static estimates {new:.1f} / {old:.1f} TFLOP/s; ratio error log-sigma {sigma:.3f} x z {error.z} from {source}"
     if unvalidated:
         basis += (f"; the change involves {', '.join(unvalidated)}, not validated on this target: the interval is "
                   f"widened by the 90th-percentile ratio error seen ({error.unvalidated_log_penalty:.3f} in log)")
-    return StaticSpeedup(point, point * math.exp(-half), point * math.exp(half), unvalidated, basis)
+    return StaticSpeedup(point, point * math.exp(-half), point * math.exp(half), unvalidated, basis, memory_bound)

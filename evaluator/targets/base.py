@@ -106,6 +106,7 @@ class Target:
     toolchain: Toolchain = field(repr=False, compare=False)
     ladder: Ladder = field(default_factory=lambda: Ladder(folders=()))
     peak_tflops: dict[str, float] = field(default_factory=dict)  # dense, by operand dtype
+    peak_memory_tbps: float | None = None  # HBM, datasheet: with peak_tflops, where a shape turns memory-bound
     # The one matrix-instruction cost table (the static model and the LLM prompt both read it):
     # mnemonic (or mnemonic:operand-rate-class) -> cycles one instruction keeps its matrix unit busy.
     matrix_cycles: dict[str, int] = field(default_factory=dict)

@@ -32,6 +32,7 @@ TARGET = Target(
     last_level_cache_bytes=256 * 2 ** 20,  # MI300X Infinity Cache
     toolchain=AmdToolchain(),
     ladder=Ladder(folders=("fp16",)),
+    peak_memory_tbps=5.3,  # MI300X datasheet
     peak_tflops={"float16": 1307.4, "bfloat16": 1307.4, "float8_e4m3fnuz": 2614.9, "float8_e5m2fnuz": 2614.9},
     matrix_cycles={
         "v_mfma_f32_16x16x16_f16": 16, "v_mfma_f32_16x16x16_bf16": 16,

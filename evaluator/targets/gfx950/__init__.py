@@ -26,6 +26,7 @@ TARGET = Target(
     ladder=Ladder(folders=("fp16", "bf8", "mxfp4"), published={**GFX950_FP16, **GFX950_LOW_PRECISION},
                   published_by=PUBLISHED_BY, correlation_stages=CORRELATION_STAGES),
     # MI355X datasheet, dense.
+    peak_memory_tbps=8.0,  # MI350X / MI355X datasheet
     peak_tflops={"float16": 2516.6, "bfloat16": 2516.6, "float8_e4m3fn": 5033.2, "float8_e5m2": 5033.2,
                  "float4_e2m1": 10066.3},
     # CDNA4 ISA guide cycle counts (the seed's table: 16x16x32 f16 = 16 cycles, 32x32x16 f16 = 32).

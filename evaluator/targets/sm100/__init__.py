@@ -30,6 +30,7 @@ TARGET = Target(
     last_level_cache_bytes=126 * 10 ** 6,
     toolchain=NvidiaToolchain(),
     ladder=Ladder(folders=("bf16",)),
+    peak_memory_tbps=8.0,  # B200 datasheet
     peak_tflops={"float16": 2250.0, "bfloat16": 2250.0, "float8_e4m3fn": 4500.0, "float8_e5m2": 4500.0},
     matrix_cycles={"HMMA.16816": 4, "HMMA.1688": 2},
     matrix_cycles_note="tcgen05 MMAs (UTCHMMA/UTCQMMA) are counted but not costed: their shape is in a descriptor",
