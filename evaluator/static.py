@@ -18,8 +18,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from .compile import CompiledKernel
-from .targets import Target
 from .static_error import regime
+from .targets import Target
 from .throughput import ModelInputs, kernel_estimate
 
 # Launch metadata that changes how a kernel runs without showing in its instructions.
