@@ -1,4 +1,4 @@
-"""Written for a Triton that takes a launch option the installed release does not know (as a fork's
+"""Written for a Triton that takes a launch option the installed release does not know (as Triton 3.6.0 does not know
 `llvm_fn_attrs`): the scorer must say the option is unknown to the installed Triton and that the file may
 target another one, at the launch line."""
 import triton
