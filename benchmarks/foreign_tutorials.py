@@ -149,8 +149,9 @@ def main() -> int:
             "meta_allocations": [{k: a[k] for k in ("line", "call", "device", "sibling")}
                                  for a in record.get("meta_allocations") or []],
         })
-    rows += not_read_rows(chosen, sources, {r["path"] for r in rows})
-    rows.sort(key=lambda r: r["path"] or r["file"])
+    if chosen.listed:
+        rows += not_read_rows(chosen, sources, {r["path"] for r in rows})
+        rows.sort(key=lambda r: r["path"] or r["file"])
     scored = sum(r["status"] == "ok" for r in rows)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                             check=False).stdout
