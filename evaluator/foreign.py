@@ -234,6 +234,8 @@ def _bind(entry: str, fn, values: dict, path: str) -> None:
 _MISSING_NAME = re.compile(r"module '(?P<module>triton[\w.]*)' has no attribute '(?P<name>\w+)'"
                            r"|cannot import name '(?P<imported>\w+)' from '(?P<source>triton[\w.]*)'")
 _NO_MODULE = re.compile(r"No module named '(?P<module>[\w.]+)'")
+# Triton's launcher refuses a keyword that is neither a kernel parameter nor one of its launch options
+_UNKNOWN_LAUNCH_OPTION = re.compile(r"Keyword argument (?P<name>\w+) was specified but unrecognised")
 
 
 def _triton_version() -> str:
@@ -244,7 +246,7 @@ def _triton_version() -> str:
 
 def explained(err: NearpeakError, at_import: bool, skipped=(), meta: MetaLog | None = None) -> NearpeakError:
     """`err` with its likely cause said: a Gluon/Triton name the installed Triton lacks (the file may be
-    written for another version), GPU work on a machine that compiles without a GPU, tensor data read from
+    written for another version), a launch option it does not know (likewise), GPU work on a machine that compiles without a GPU, tensor data read from
     storage-less tensors (and which GPU allocations were put on `meta`), a module that is neither beside the
     file nor in a `--path` folder, or a name only a statement skipped at import binds."""
     if "was skipped at import" in err.message:  # already says why
@@ -257,6 +259,10 @@ def explained(err: NearpeakError, at_import: bool, skipped=(), meta: MetaLog | N
         module, name = missing["module"] or missing["source"], missing["name"] or missing["imported"]
         hint = (f"; {module}.{name} is not in the installed Triton {_triton_version()}: the file may be written "
                 "for another Triton version")
+    elif _UNKNOWN_LAUNCH_OPTION.search(err.message):
+        hint = (f"; {_UNKNOWN_LAUNCH_OPTION.search(err.message)['name']} is neither a parameter of the kernel nor a "
+                f"launch option of the installed Triton {_triton_version()}: the file may be written for another "
+                "Triton version (or a fork of it)")
     elif NO_GPU.search(err.message):
         hint = ("; the file touches the GPU at import (the scorer imports it before calling the entry, and "
                 "compiles without a GPU: GPU work belongs under `if __name__ == \"__main__\":` or in a function)"

@@ -127,6 +127,17 @@ def test_a_version_mismatch_is_named_at_its_line():
     assert err.line == line_of(BATCH / name, "@gl.constexpr_function")
 
 
+def test_a_launch_option_the_installed_triton_lacks_is_named_at_the_launch_line():
+    path = TEST_KERNELS / "foreign_version" / "fork_launch_option.py"
+    with pytest.raises(Exception) as caught:
+        compile_foreign(str(path), "fill", [parse_arg("c=1024:fp16")], get_target("gfx950"))
+    err = caught.value
+    assert err.status == "compile_error"
+    assert (f"not_a_launch_option_anywhere is neither a parameter of the kernel nor a launch option of the installed "
+            f"Triton {triton.__version__}: the file may be written for another Triton version" in err.message)
+    assert err.line == line_of(path, "not_a_launch_option_anywhere=")
+
+
 def test_an_unused_cuda_tensor_at_import_is_left_out_and_listed():
     run = compile_foreign(str(BATCH / "cuda_at_import.py"), "copy", [parse_arg("x=1024:fp32")], get_target("gfx950"))
     assert [k.name for k in run.launches[0].kernels] == ["copy_kernel"]
