@@ -7,6 +7,8 @@ so such a line would end the call with "Torch not compiled with CUDA enabled" be
 While the entry is called (`on_meta`, entered around the call only, never at import), a `TorchFunctionMode`
 turns a GPU device of any torch call (a factory's `device=`, `Tensor.to(...)`, `Tensor.cuda()`) into `meta`:
 the tensor is what the inputs already are, and the kernel compiles with the same shapes, strides and dtypes.
+The same mode answers `tensor.is_cuda` with True for a meta tensor when the file's own code asks (`assert
+a.is_cuda` guards in host functions), never when torch or Triton does.
 
 Each rewrite is kept (`MetaAllocation`: the file's line, the call and the device it named) and goes into the
 record's `meta_allocations`. Nothing computes on `meta`: host code that reads such a tensor's values
@@ -89,6 +91,14 @@ class MetaLog:
             frame = frame.f_back
         return None, sibling
 
+    def is_own_code(self, frame) -> bool:
+        """Whether `frame` runs the foreign file or a module in its folders (not torch's or Triton's code)."""
+        filename = frame.f_code.co_filename if frame is not None else "<none>"
+        if filename.startswith("<"):
+            return False
+        resolved = Path(filename).resolve()
+        return str(resolved) == self.path or any(resolved.is_relative_to(f) for f in self.folders)
+
     def explain(self) -> str:
         """What a data-reading error after such rewrites should add."""
         return ("; the host code's GPU allocations by name were made on the storage-less meta device (" +
@@ -115,6 +125,12 @@ def on_meta(log: MetaLog) -> Iterator[MetaLog]:
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = dict(kwargs or {})
             name = getattr(func, "__name__", "")
+            if getattr(func, "__self__", None) is torch.Tensor.is_cuda and args and args[0].is_meta \
+                    and log.is_own_code(sys._getframe(1)):
+                # `assert a.is_cuda` in the host code: its inputs stand for GPU tensors, so say they are one
+                # (only to the file's own code; torch and Triton see the meta tensor as it is).
+                log.add("Tensor.is_cuda (a meta input reported as on the GPU)", "cuda", sys._getframe(1))
+                return True
             if func is cuda_method:
                 original = args[1] if len(args) > 1 else kwargs.get("device")
                 log.add(_call_text("cuda", original, "device" in kwargs),

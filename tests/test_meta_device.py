@@ -41,6 +41,18 @@ def test_each_way_of_allocating_on_the_gpu_by_name_compiles_on_meta_and_is_liste
     assert marker in moved.statement
 
 
+def test_a_host_guard_on_is_cuda_passes_for_the_meta_inputs_and_is_listed():
+    run = compile_foreign(str(HOST), "asserts_gpu_inputs", [parse_arg("x=4096:fp32")], get_target("sm90"))
+    (launch,) = run.launches
+    assert [k.name for k in launch.kernels] == ["copy_kernel"]
+    (answered,) = run.meta_allocations
+    assert answered.line == line_of(HOST, "assert x.is_cuda") and answered.call.startswith("Tensor.is_cuda")
+    meta = torch.empty(4, device="meta")
+    with on_meta(MetaLog(str(HOST), (FOLDER,))):
+        assert meta.is_cuda is False            # asked from here (not the file's own code): the truth
+    assert meta.is_cuda is False
+
+
 def test_a_sibling_that_allocates_by_name_is_named_with_the_files_line():
     run = compile_foreign(str(HOST), "through_a_helper", [parse_arg("x=4096:fp32")], get_target("sm90"))
     (moved,) = run.meta_allocations

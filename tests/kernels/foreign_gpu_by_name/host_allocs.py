@@ -48,3 +48,8 @@ def through_a_helper(x):
 def reads_the_result(x):
     y = _copy_into(x, torch.empty(x.shape, dtype=x.dtype, device="cuda"))
     return y.sum().item()
+
+
+def asserts_gpu_inputs(x):
+    assert x.is_cuda, "x must be a CUDA tensor"
+    return _copy_into(x, torch.empty_like(x))
