@@ -95,6 +95,15 @@ def test_a_memory_bound_shape_is_judged_by_the_wider_error_of_its_own_regime():
     assert labelled.unvalidated == ("memory_bound_regime",)
 
 
+@pytest.mark.compiler
+def test_a_real_compile_records_the_regime_of_the_evaluated_shape():
+    v11 = ROOT / "kernels" / "sm90" / "bf16" / "v11_small_m.py"
+    decode = evaluate_static(str(v11), target="sm90", shape=(16, 4096, 14336))["static"]["throughput"]["regime"]
+    square = evaluate_static(str(v11), target="sm90", shape=(4096, 4096, 4096))["static"]["throughput"]["regime"]
+    assert decode["regime"] == "memory_bound" and decode["arithmetic_intensity"] < decode["machine_balance"]
+    assert square["regime"] == "compute_bound" and square["machine_balance"] == pytest.approx(989.4 / 4.8, abs=0.1)
+
+
 def test_mechanisms_are_read_off_the_two_static_sections():
     base = record(1)["static"]
     ws = json.loads(json.dumps(base))
