@@ -143,7 +143,7 @@ def test_every_quick_benchmark_shape_compiles_within_limits(static_eval, path, s
     record = static_eval(str(path), None, shape, ())
     assert record["status"] == "ok", record.get("message")
     static = record["static"]
-    module, spec = load_candidate(path)
+    _, spec = load_candidate(path)
     decode = table(path, shape).swap_ab
     assert decode == (shape[0] <= 64 or (shape[0] <= 128 and -(-shape[1] // spec.knobs["BLOCK_N"]) < SMS))
     assert static["kernel"] == ("small_kernel" if decode else "gemm_kernel")
