@@ -620,7 +620,8 @@ _FAST: dict = {}
 
 
 def workspace(device, tiles: int, split: int, slot: int) -> tuple:
-    """Split-K's fp32 partials (one slot per work unit) and arrival counters (zeroed once, never reset)."""
+    """Split-K's fp32 partials (one slot per work unit) and arrival counters, zeroed once: v10's path never resets
+    them (S a power of two); the decode path's reducer resets its tile's counter (any S)."""
     if split > 1:
         return (torch.empty(tiles * split * slot, dtype=torch.float32, device=device),
                 torch.zeros(tiles, dtype=torch.int32, device=device))
