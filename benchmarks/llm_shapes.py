@@ -58,8 +58,7 @@ LARGE_M = 1024         # from here v11 must be no slower than v10
 M_VALUES = (1, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 QUICK_STAGES = ("v10", "v11", "v10-fp8", "v11-fp8")
 QUICK_DEADLINE_S = 330.0
-HBM_PEAK_TBPS = 4.8    # NVIDIA H200 datasheet
-TENSOR_PEAK_TFLOPS = {"bf16": 989.4, "fp8": 1978.9}   # H100/H200 SXM datasheet, dense
+CONTRACT_DTYPE = {"bf16": "bfloat16", "fp8": "float8_e4m3fn"}   # the stages' DTYPE, for the target's peaks
 DTYPE_LABEL = {"bfloat16": "bf16", "float8_e4m3fn": "fp8"}
 
 
@@ -222,10 +221,17 @@ def geomean(values: list[float]) -> float | None:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
 
 
-def min_bytes(rec: dict) -> int:
-    """Bytes a GEMM must move at least: A and W read once, C (bf16) written once."""
-    operand = 1 if rec["dtype"] == "fp8" else 2
-    return (rec["M"] + rec["N"]) * rec["K"] * operand + rec["M"] * rec["N"] * 2
+def sm90():
+    from evaluator.targets import get_target
+
+    return get_target("sm90")
+
+
+def min_bytes(rec: dict) -> float:
+    """Bytes the record's GEMM must move at least (A and W read once, C written once)."""
+    from evaluator.static_error import element_bytes, gemm_min_bytes
+
+    return gemm_min_bytes((rec["M"], rec["N"], rec["K"]), element_bytes(CONTRACT_DTYPE[rec["dtype"]]))
 
 
 def graph_tbps(rec: dict, field_name: str) -> float | None:
@@ -253,10 +259,11 @@ def goals(records: list[dict]) -> list[dict]:
         eager = _relative(records, new, old, "ratio_vs_vendor", lambda r: True)
         wrong = sum(1 for r in records if r["label"] == new and not r["correct"])
         # What the memory system allows: a kernel at HBM peak would be peak / vendor TB/s times the vendor.
-        ceiling = [HBM_PEAK_TBPS / graph_tbps(r, "vendor_graph_median_ms") for r in records if r["label"] == new
+        peak_tflops, peak_tbps = sm90().peak_tflops[CONTRACT_DTYPE[dtype]], sm90().peak_memory_tbps
+        ceiling = [peak_tbps / graph_tbps(r, "vendor_graph_median_ms") for r in records if r["label"] == new
                    and r["M"] <= SMALL_M and r["correct"] and r.get("vendor_graph_median_ms")]
         # The tensor pipe's share: useful FLOPs over graph time against the dense peak (derived, not a counter).
-        tensor = [2 * r["M"] * r["N"] * r["K"] / (r["graph_median_ms"] * 1e-3) / 1e12 / TENSOR_PEAK_TFLOPS[dtype]
+        tensor = [2 * r["M"] * r["N"] * r["K"] / (r["graph_median_ms"] * 1e-3) / 1e12 / peak_tflops
                   for r in records if r["label"] == new and r["M"] <= SMALL_M and r["correct"]
                   and r.get("graph_median_ms")]
         out.append({"dtype": dtype, "stage": new, "small_m_shapes": len(small),
@@ -304,7 +311,7 @@ def render(meta: dict, records: list[dict], skipped: int) -> str:
         lines += [(f"Rows come from {len(commits)} commits ({', '.join(commits)}): see the commit column and "
                   "`sources` in the JSON."), ""]
     lines += [("TB/s: min_bytes (A and W read once, C written once) over the measured graph-replay time, for the "
-               f"stage and for the vendor; the H200's HBM3e peak is {HBM_PEAK_TBPS} TB/s (datasheet). Derived from "
+               f"stage and for the vendor; the H200's HBM3e peak is {sm90().peak_memory_tbps} TB/s (datasheet). Derived from "
                "measurements, not measured counters."), "",
               ("| dtype | M x N x K | layers | stage | correct | eager | graph | TB/s | vendor TB/s | host us | "
               "vendor host us | commit |"), "|---|---|---|---|---|---|---|---|---|---|---|---|"]

@@ -346,7 +346,7 @@ def _relative(path: Path) -> str:
 def ratio_error_records(records: list[dict]) -> list[dict]:
     """The ratio error of each target's derivation set (evaluator.static_error.derive_error): gfx950 from the ten
     fp16 stages with leave-one-out clocks, sm90 from the knob variants (out of sample)."""
-    from evaluator.static_error import derive_error
+    from evaluator.static_error import derive_error, pair_error
 
     sources = {"gfx950": ("gfx950_published", "estimated_tflops, leave-one-out clock"),
                "sm90": ("sm90_knob_variants", "estimated_tflops")}
@@ -364,15 +364,11 @@ def ratio_error_records(records: list[dict]) -> list[dict]:
     pairs = next((r for r in records if r["set"] == "sm90_decode" and r["estimate"] == "estimated v11/v10 ratio"),
                  None)
     if pairs and pairs["n"] >= 2:
-        size = sorted(abs(math.log(p["estimate"] / p["measured"])) for p in pairs["rows"])
-        mid = len(size) // 2
-        median = size[mid] if len(size) % 2 else (size[mid - 1] + size[mid]) / 2
+        error = pair_error([math.log(p["estimate"] / p["measured"]) for p in pairs["rows"]])
         out.append({"set": "ratio_error", "target": "sm90", "regime": "memory_bound", "from_set": "sm90_decode",
                     "from_estimate": "estimated v11/v10 ratio", "from_kernels": pairs.get("kernels"), "n": pairs["n"],
-                    "pairs": pairs["n"], "log_sigma": round(1.4826 * median, 4),
-                    "rms": round(math.sqrt(sum(e * e for e in size) / len(size)), 4),
-                    "p90": round(size[min(len(size) - 1, math.ceil(0.9 * len(size)) - 1)], 4),
-                    "worst": round(size[-1], 4)})
+                    "pairs": error.pairs, "log_sigma": round(error.log_sigma, 4), "rms": round(error.rms, 4),
+                    "p90": round(error.p90, 4), "worst": round(error.worst, 4)})
     return out
 
 

@@ -86,7 +86,7 @@ class MetaLog:
                 resolved = Path(filename).resolve()
                 if str(resolved) == self.path:
                     return frame.f_lineno, sibling
-                if sibling is None and any(resolved.is_relative_to(f) for f in self.folders):
+                if sibling is None and self._in_folders(resolved):
                     sibling = f"{resolved.name}:{frame.f_lineno}"
             frame = frame.f_back
         return None, sibling
@@ -97,7 +97,10 @@ class MetaLog:
         if filename.startswith("<"):
             return False
         resolved = Path(filename).resolve()
-        return str(resolved) == self.path or any(resolved.is_relative_to(f) for f in self.folders)
+        return str(resolved) == self.path or self._in_folders(resolved)
+
+    def _in_folders(self, resolved: Path) -> bool:
+        return any(resolved.is_relative_to(f) for f in self.folders)
 
     def explain(self) -> str:
         """What a data-reading error after such rewrites should add."""

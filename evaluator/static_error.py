@@ -78,6 +78,12 @@ def element_bytes(dtype: str) -> float | None:
     return None
 
 
+def gemm_min_bytes(shape, operand_bytes: float) -> float:
+    """Bytes a GEMM must move at least: A and B read once, C written once in 2 bytes."""
+    m, n, k = shape
+    return (m + n) * k * operand_bytes + 2 * m * n
+
+
 def regime(shape, dtype: str | None, peak_tflops: float | None, peak_memory_tbps: float | None) -> dict | None:
     """Whether a GEMM shape is memory- or compute-bound on a target: its arithmetic intensity (useful FLOPs per
     byte it must move: A and B read once, C written once in 2 bytes) against the machine balance (the dtype's
@@ -86,7 +92,7 @@ def regime(shape, dtype: str | None, peak_tflops: float | None, peak_memory_tbps
     if not shape or not size or not peak_tflops or not peak_memory_tbps:
         return None
     m, n, k = shape
-    intensity = 2 * m * n * k / ((m + n) * k * size + 2 * m * n)
+    intensity = 2 * m * n * k / gemm_min_bytes(shape, size)
     balance = peak_tflops / peak_memory_tbps
     return {"regime": "memory_bound" if intensity < balance else "compute_bound",
             "arithmetic_intensity": round(intensity, 1), "machine_balance": round(balance, 1)}
@@ -119,6 +125,11 @@ def derive_error(rows: list[tuple[float, float]], tie: float = 0.0) -> PairError
             if abs(math.exp(logs[i][1] - logs[j][1]) - 1) < tie:
                 continue
             errors.append((logs[i][0] - logs[j][0]) - (logs[i][1] - logs[j][1]))
+    return pair_error(errors)
+
+
+def pair_error(errors: list[float]) -> PairError:
+    """The scales of a list of log ratio errors (estimated over reference), one per pair."""
     if not errors:
         raise ValueError("no pairs to derive a ratio error from")
     rms = math.sqrt(sum(e * e for e in errors) / len(errors))
