@@ -108,11 +108,10 @@ def write_table(records: list[dict], meta: dict, out: Path) -> None:
         table = next((r for r in timed if r["table"]), None)
         best = max(timed, key=lambda r: r["ratio_vs_vendor_graph"], default=None)
         bad = [r["config"] for r in rows if r.get("correct") is False]
-        lines.append(f"| {dtype} | {'x'.join(map(str, shape))} | {table['schedule'] if table else '-'} | "
-                     f"{table['ratio_vs_vendor_graph']:.3f} | " if table else
-                     f"| {dtype} | {'x'.join(map(str, shape))} | - | - | ")
-        lines[-1] += (f"{best['config']} ({best['schedule']}) | {best['ratio_vs_vendor_graph']:.3f} | "
-                      if best else "- | - | ") + (", ".join(bad) or "none") + " |"
+        chosen = f"{table['schedule']} | {table['ratio_vs_vendor_graph']:.3f}" if table else "- | -"
+        fastest = (f"{best['config']} ({best['schedule']}) | {best['ratio_vs_vendor_graph']:.3f}" if best
+                   else "- | -")
+        lines.append(f"| {dtype} | {'x'.join(map(str, shape))} | {chosen} | {fastest} | {', '.join(bad) or 'none'} |")
     (out / "v11_decode_sweep.md").write_text("\n".join(lines) + "\n")
 
 
