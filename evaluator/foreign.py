@@ -61,6 +61,13 @@ class ArgSpec:
     def is_tensor(self) -> bool:
         return self.shape is not None
 
+    def layout_text(self) -> str:
+        """How the tensor is stored, as a compile error should show it: `b 4096x4096 fp16 row-major`."""
+        shape = "x".join(str(d) for d in self.shape)
+        if len(self.shape) != 2:
+            return f"{self.name} {shape} {self.dtype} contiguous"
+        return f"{self.name} {shape} {self.dtype} " + ("column-major (:T)" if self.transposed else "row-major")
+
     def build(self, module=None, path: str | None = None):
         """The argument itself: a `meta` tensor (no storage), the file's object `symbol`, or the value."""
         if self.symbol is not None:
@@ -235,6 +242,9 @@ _MISSING_NAME = re.compile(r"module '(?P<module>triton[\w.]*)' has no attribute 
                            r"|cannot import name '(?P<imported>\w+)' from '(?P<source>triton[\w.]*)'")
 _NO_MODULE = re.compile(r"No module named '(?P<module>[\w.]+)'")
 # Triton's launcher refuses a keyword that is neither a kernel parameter nor one of its launch options
+# The AMD backend's words when a load's contiguous run is one element (3.9.0: "can only be vectorized to 1
+# element(s)"): most often the operand is stored along the other dimension than the kernel's layout reads it.
+_NARROW_LOAD = re.compile(r"vectorized to 1 element|provable alignment")
 _UNKNOWN_LAUNCH_OPTION = re.compile(r"Keyword argument (?P<name>\w+) was specified but unrecognised")
 
 
@@ -291,6 +301,26 @@ class ForeignRun:
     launches: list
     skipped_at_import: list[SkippedStatement]
     meta_allocations: list[MetaAllocation] = ()
+
+
+def matrix_layouts(specs: list[ArgSpec]) -> list[str]:
+    """How each 2-D tensor argument was stored (`b 4096x4096 float16 row-major`), for a compile error's record."""
+    return [s.layout_text() for s in specs if s.is_tensor and len(s.shape) == 2]
+
+
+def layout_hint(message: str, layouts: list[str]) -> str:
+    """What a foreign file's compile error should add about its matrix arguments' storage: a kernel whose load
+    layout reads an operand along its other dimension (a K-contiguous B, as `torch.randn(N, K).T` makes it)
+    may fail to compile when given a row-major one, and nothing else in the message would say so."""
+    if not layouts:
+        return ""
+    if _NARROW_LOAD.search(message):
+        why = ("a load the compiler can only vectorize to one element usually reads an operand along the "
+               "dimension it is not stored contiguously in: if the file's own tests build it transposed, e.g. "
+               "`torch.randn(N, K).T`, pass it as NAME=KxN:dtype:T")
+    else:
+        why = "an operand the kernel reads along its other dimension is passed as NAME=KxN:dtype:T"
+    return f"; arguments as passed: {', '.join(layouts)} ({why})"
 
 
 def compile_foreign(path: str, entry: str, specs: list[ArgSpec], target, config: int | None = None,

@@ -30,6 +30,7 @@ from pathlib import Path
 from . import integrity
 from .compile import compiler_diagnostic, last_compiler_message
 from .errors import CandidateNotFound, NearpeakError, NoDeviceError, UsageError
+from .foreign import layout_hint
 from .policy import check_policy, record_fields
 from .request import EvalRequest
 from .sandbox import IsolatedResult, SandboxWorker, run_isolated
@@ -167,9 +168,9 @@ def _refine_compile_error(record: dict, stderr: str, candidate: str) -> None:
     """Triton's passes print the located reason to stderr and raise only "error encountered during parsing":
     take the line and reason from the diagnostic when it names the candidate file."""
     found = compiler_diagnostic(stderr, candidate)
-    if found:
+    if found:  # the child's message (and its hint on the arguments' storage) gave way to the located reason
         record["line"], reason = found
-        record["message"] = f"compile error: {reason}"
+        record["message"] = f"compile error: {reason}" + layout_hint(reason, record.get("argument_layouts", []))
     elif "error" in (said := last_compiler_message(stderr) or "").lower() and said not in record["message"]:
         record["message"] += f" (the compiler said: {said}; it names no line of the file)"
 

@@ -140,12 +140,13 @@ def evaluate_foreign(path: str | Path, entry: str, args: list[str], target: str,
     earns no measured score: what it does is watched (`evaluator.containment` refuses processes, network and
     native code asked for by its own code) and what computed is recorded (`kernel_provenance`), not refused.
     """
-    from .foreign import compile_foreign, gemm_shape, parse_args
+    from .foreign import compile_foreign, gemm_shape, layout_hint, matrix_layouts, parse_args
     from .provenance import Trace, recording
     from .static import analyze, dump_artifacts
 
     path = str(path)
     trace = Trace(path)
+    specs = []
     try:
         tgt = _target(target)
         specs = parse_args(args)
@@ -153,6 +154,9 @@ def evaluate_foreign(path: str | Path, entry: str, args: list[str], target: str,
             run = compile_foreign(path, entry, specs, tgt, config, import_paths or (), env)
     except NearpeakError as err:
         record = error_record(path, target, err)
+        if record["status"] == "compile_error" and matrix_layouts(specs):
+            record["argument_layouts"] = matrix_layouts(specs)
+            record["message"] += layout_hint(record["message"], record["argument_layouts"])
         violation = getattr(err, "violation", None)
         if violation is not None:
             record["policy"] = {"violations": [violation.to_dict()]}

@@ -138,6 +138,34 @@ def test_a_launch_option_the_installed_triton_lacks_is_named_at_the_launch_line(
     assert err.line == line_of(path, "not_a_launch_option_anywhere=")
 
 
+LAYOUT = TEST_KERNELS / "foreign_layout" / "k_contiguous_b.py"
+
+
+@pytest.mark.slow  # two sandboxed compiles
+def test_a_compile_error_says_how_the_matrices_were_stored_and_the_authors_layout_compiles():
+    base = ("eval", str(LAYOUT), "--target", "gfx950", "--entry", "matmul", "--arg", "a=128x256:fp16", "--json")
+    row_major = json.loads(nearpeak(*base, "--arg", "b=256x128:fp16").stdout)
+    assert row_major["status"] == "compile_error"
+    assert row_major["argument_layouts"] == ["a 128x256 float16 row-major", "b 256x128 float16 row-major"]
+    # the located reason replaced the child's message, and the storage is said after it either way
+    assert "; arguments as passed: a 128x256 float16 row-major, b 256x128 float16 row-major (" in row_major["message"]
+    assert "NAME=KxN:dtype:T" in row_major["message"]
+    column_major = json.loads(nearpeak(*base, "--arg", "b=256x128:fp16:T").stdout)
+    assert column_major["status"] == "ok", column_major["message"]
+    assert column_major["static"]["kernel"] == "tile_product"
+
+
+def test_the_layout_hint_names_a_one_element_load_and_stays_out_of_other_records():
+    from evaluator.foreign import layout_hint, matrix_layouts
+
+    specs = [parse_arg("a=64x32:fp16"), parse_arg("b=32x64:bf16:T"), parse_arg("bias=64:fp32"), parse_arg("n=3")]
+    assert matrix_layouts(specs) == ["a 64x32 float16 row-major", "b 32x64 bfloat16 column-major (:T)"]
+    narrow = layout_hint("the load can only be vectorized to 1 element(s) (16 bits)", matrix_layouts(specs))
+    assert "vectorize to one element" in narrow and "`torch.randn(N, K).T`" in narrow
+    assert "vectorize to one element" not in layout_hint("LLVM Translation failed", matrix_layouts(specs))
+    assert layout_hint("anything", matrix_layouts([parse_arg("x=1024:fp32")])) == ""
+
+
 def test_an_unused_cuda_tensor_at_import_is_left_out_and_listed():
     run = compile_foreign(str(BATCH / "cuda_at_import.py"), "copy", [parse_arg("x=1024:fp32")], get_target("gfx950"))
     assert [k.name for k in run.launches[0].kernels] == ["copy_kernel"]
