@@ -242,8 +242,11 @@ _MISSING_NAME = re.compile(r"module '(?P<module>triton[\w.]*)' has no attribute 
                            r"|cannot import name '(?P<imported>\w+)' from '(?P<source>triton[\w.]*)'")
 _NO_MODULE = re.compile(r"No module named '(?P<module>[\w.]+)'")
 # Triton's launcher refuses a keyword that is neither a kernel parameter nor one of its launch options
-# The AMD backend's words when a load's contiguous run is one element (3.9.0: "can only be vectorized to 1
-# element(s)"): most often the operand is stored along the other dimension than the kernel's layout reads it.
+# A failure in the compiler's lowering passes (not in the file's Python or a Gluon API call): what an operand
+# stored along the other dimension than the kernel's layout reads it can cause. The AMD backend's words when a
+# load's contiguous run is one element (3.9.0: "can only be vectorized to 1 element(s)") point at it directly.
+_LOWERING_FAILURE = re.compile(r"LLVM Translation failed|translate module to LLVM|PassManager::run failed|"
+                               r"cannot lower|failed to legalize|vectorized to 1 element")
 _NARROW_LOAD = re.compile(r"vectorized to 1 element|provable alignment")
 _UNKNOWN_LAUNCH_OPTION = re.compile(r"Keyword argument (?P<name>\w+) was specified but unrecognised")
 
@@ -311,8 +314,9 @@ def matrix_layouts(specs: list[ArgSpec]) -> list[str]:
 def layout_hint(message: str, layouts: list[str]) -> str:
     """What a foreign file's compile error should add about its matrix arguments' storage: a kernel whose load
     layout reads an operand along its other dimension (a K-contiguous B, as `torch.randn(N, K).T` makes it)
-    may fail to compile when given a row-major one, and nothing else in the message would say so."""
-    if not layouts:
+    may fail to lower when given a row-major one, and nothing else in the message would say so. Errors of the
+    file's own code or of a Gluon call get no hint."""
+    if not layouts or not _LOWERING_FAILURE.search(message):
         return ""
     if _NARROW_LOAD.search(message):
         why = ("a load the compiler can only vectorize to one element usually reads an operand along the "

@@ -162,8 +162,11 @@ def test_the_layout_hint_names_a_one_element_load_and_stays_out_of_other_records
     assert matrix_layouts(specs) == ["a 64x32 float16 row-major", "b 32x64 bfloat16 column-major (:T)"]
     narrow = layout_hint("the load can only be vectorized to 1 element(s) (16 bits)", matrix_layouts(specs))
     assert "vectorize to one element" in narrow and "`torch.randn(N, K).T`" in narrow
-    assert "vectorize to one element" not in layout_hint("LLVM Translation failed", matrix_layouts(specs))
-    assert layout_hint("anything", matrix_layouts([parse_arg("x=1024:fp32")])) == ""
+    translation = layout_hint("LLVM Translation failed for operation: builtin.unrealized_conversion_cast",
+                              matrix_layouts(specs))
+    assert translation.startswith("; arguments as passed: a 64x32") and "vectorize to one element" not in translation
+    assert layout_hint("async_copy_global_to_shared has been removed", matrix_layouts(specs)) == ""  # an API error
+    assert layout_hint("cannot lower 'x'", matrix_layouts([parse_arg("x=1024:fp32")])) == ""
 
 
 def test_an_unused_cuda_tensor_at_import_is_left_out_and_listed():
