@@ -248,6 +248,7 @@ _NO_MODULE = re.compile(r"No module named '(?P<module>[\w.]+)'")
 _LOWERING_FAILURE = re.compile(r"LLVM Translation failed|translate module to LLVM|PassManager::run failed|"
                                r"cannot lower|failed to legalize|vectorized to 1 element")
 _NARROW_LOAD = re.compile(r"vectorized to 1 element|provable alignment")
+_REMOVED_API = re.compile(r"(?P<name>\w+) has been removed")  # Triton's own words for an API it dropped
 _UNKNOWN_LAUNCH_OPTION = re.compile(r"Keyword argument (?P<name>\w+) was specified but unrecognised")
 
 
@@ -258,8 +259,8 @@ def _triton_version() -> str:
 
 
 def explained(err: NearpeakError, at_import: bool, skipped=(), meta: MetaLog | None = None) -> NearpeakError:
-    """`err` with its likely cause said: a Gluon/Triton name the installed Triton lacks (the file may be
-    written for another version), a launch option it does not know (likewise), GPU work on a machine that compiles without a GPU, tensor data read from
+    """`err` with its likely cause said: a Gluon/Triton name the installed Triton lacks or says it removed (the
+    file may be written for another version), a launch option it does not know (likewise), GPU work on a machine that compiles without a GPU, tensor data read from
     storage-less tensors (and which GPU allocations were put on `meta`), a module that is neither beside the
     file nor in a `--path` folder, or a name only a statement skipped at import binds."""
     if "was skipped at import" in err.message:  # already says why
@@ -272,6 +273,9 @@ def explained(err: NearpeakError, at_import: bool, skipped=(), meta: MetaLog | N
         module, name = missing["module"] or missing["source"], missing["name"] or missing["imported"]
         hint = (f"; {module}.{name} is not in the installed Triton {_triton_version()}: the file may be written "
                 "for another Triton version")
+    elif _REMOVED_API.search(err.message):
+        hint = (f"; the installed Triton {_triton_version()} no longer has {_REMOVED_API.search(err.message)['name']}: "
+                "the file is written for an older Triton version")
     elif _UNKNOWN_LAUNCH_OPTION.search(err.message):
         hint = (f"; {_UNKNOWN_LAUNCH_OPTION.search(err.message)['name']} is neither a parameter of the kernel nor a "
                 f"launch option of the installed Triton {_triton_version()}: the file may be written for another "

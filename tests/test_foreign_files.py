@@ -169,6 +169,16 @@ def test_the_layout_hint_names_a_one_element_load_and_stays_out_of_other_records
     assert layout_hint("cannot lower 'x'", matrix_layouts([parse_arg("x=1024:fp32")])) == ""
 
 
+def test_an_api_the_installed_triton_removed_is_named_as_a_version_mismatch():
+    from evaluator.errors import CompileFailure
+    from evaluator.foreign import explained
+
+    err = explained(CompileFailure("compile error: async_copy_global_to_shared has been removed; call async_load "
+                                   "instead", file="f.py", line=555), at_import=False)
+    assert err.message.endswith(f"; the installed Triton {triton.__version__} no longer has "
+                                "async_copy_global_to_shared: the file is written for an older Triton version")
+
+
 def test_an_unused_cuda_tensor_at_import_is_left_out_and_listed():
     run = compile_foreign(str(BATCH / "cuda_at_import.py"), "copy", [parse_arg("x=1024:fp32")], get_target("gfx950"))
     assert [k.name for k in run.launches[0].kernels] == ["copy_kernel"]
