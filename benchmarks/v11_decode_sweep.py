@@ -1,15 +1,15 @@
 """Sweep v11's decode-path knobs (split S, reducer chunk, tile width) at LLM decode shapes on a GPU.
 
-    PYTHONPATH=. python benchmarks/v11_decode_sweep.py [--dtype bf16,fp8] [--deadline-s 240] [--out DIR]
-        [--dry-run]
+    PYTHONPATH=. python benchmarks/v11_decode_sweep.py [--dtype bf16,fp8] [--shapes 96x8192x8192,...]
+        [--name v11_decode_sweep] [--deadline-s 240] [--out DIR] [--dry-run]
 
 Exploration for the decision table of kernels/sm90/*/v11_*.py (issue 25), not a scored result: every
 configuration is checked (two launches on fresh inputs against the float64 reference, so a counter that is not
 reset shows on the second), then timed under CUDA-graph replay against the vendor library, interleaved replay by
 replay, through the evaluator's own `timing.graph_times` over rotating input sets. The scored figures are
 benchmarks/llm_shapes.py's (`evaluator.api.evaluate(run=True)`).
-Writes v11_decode_sweep.json (one record per configuration, as soon as it is measured: a run cut short keeps
-what it finished) and v11_decode_sweep.md (fastest configuration per shape vs the table's own choice).
+Writes NAME.json (one record per configuration, as soon as it is measured: a run cut short keeps what it
+finished) and NAME.md (fastest configuration per shape vs the table's own choice); NAME is v11_decode_sweep.
 """
 from __future__ import annotations
 
@@ -47,12 +47,12 @@ class Config:
         return ",".join(f"{k}={v}" for k, v in sorted(self.knobs.items())) or "table"
 
 
-def configs_for(dtype: str, shape) -> list[Config]:
-    """The table's choice, the same with the old fixed 8-token reducer chunk, each split S, and 64-wide tiles."""
+def configs_for(dtype: str, shape, splits=SPLITS, chunk8: bool = True) -> list[Config]:
+    """The table's choice, the same with the old fixed 8-token reducer chunk, each split S, and each tile width."""
     k_steps = -(-shape[2] // 64) if dtype == "bf16" else -(-shape[2] // 128)
-    out = [Config({}, table=True), Config({"SMALL_CHUNK_M": 8})]
-    out += [Config({"SMALL_SPLIT_K": s}) for s in SPLITS if s == 1 or k_steps >= 4 * s]
-    out += [Config({"SMALL_BLOCK_N": 64})]
+    out = [Config({}, table=True)] + ([Config({"SMALL_CHUNK_M": 8})] if chunk8 else [])
+    out += [Config({"SMALL_SPLIT_K": s}) for s in splits if s == 1 or k_steps >= 4 * s]
+    out += [Config({"SMALL_BLOCK_N": 64}), Config({"SMALL_BLOCK_N": 128})]
     return out
 
 
@@ -95,7 +95,18 @@ def measure(module, spec, shape, config: Config, device) -> dict:
             "ratio_vs_vendor_graph": got["vendor"].median_ms / got["v11"].median_ms}
 
 
-def write_table(records: list[dict], meta: dict, out: Path) -> None:
+def parse_shapes(text: str) -> list[tuple[int, int, int]]:
+    """`96x8192x8192,128x10240x8192` -> [(96, 8192, 8192), (128, 10240, 8192)]; ValueError on anything else."""
+    shapes = []
+    for item in filter(None, text.split(",")):
+        dims = tuple(int(d) for d in item.lower().split("x"))
+        if len(dims) != 3 or min(dims) < 1:
+            raise ValueError(f"{item!r} is not MxNxK")
+        shapes.append(dims)
+    return shapes
+
+
+def write_table(records: list[dict], meta: dict, out: Path, name: str) -> None:
     lines = ["# v11 decode-path sweep (exploration, not a scored result)", ""] + results_meta.markdown_lines(meta)
     lines += ["", ("Graph-replay GPU time vs the vendor, through evaluator.runtime.timing.graph_times; each row's "
               "vendor is re-timed beside it."), "",
@@ -112,12 +123,16 @@ def write_table(records: list[dict], meta: dict, out: Path) -> None:
         fastest = (f"{best['config']} ({best['schedule']}) | {best['ratio_vs_vendor_graph']:.3f}" if best
                    else "- | -")
         lines.append(f"| {dtype} | {'x'.join(map(str, shape))} | {chosen} | {fastest} | {', '.join(bad) or 'none'} |")
-    (out / "v11_decode_sweep.md").write_text("\n".join(lines) + "\n")
+    (out / f"{name}.md").write_text("\n".join(lines) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dtype", default="bf16,fp8")
+    parser.add_argument("--shapes", default="", help="MxNxK,... (default: the M <= 128 shapes of llm_shapes --quick)")
+    parser.add_argument("--name", default="v11_decode_sweep", help="output file stem")
+    parser.add_argument("--splits", default=",".join(map(str, SPLITS)), help="split-K values to try")
+    parser.add_argument("--no-chunk8", action="store_true", help="leave out the fixed 8-token reducer chunk")
     parser.add_argument("--deadline-s", type=float, default=240.0)
     parser.add_argument("--out", default=".")
     parser.add_argument("--dry-run", action="store_true", help="print the planned configurations, run nothing")
@@ -127,12 +142,18 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"unknown dtype(s) {unknown}; choose from {sorted(STAGES)}", file=sys.stderr)
         return 2
+    try:
+        shapes = parse_shapes(args.shapes) or SHAPES
+        splits = tuple(int(v) for v in args.splits.split(",") if v)
+    except ValueError as err:
+        print(f"--shapes/--splits: {err}", file=sys.stderr)
+        return 2
     plan = []
     for dtype in dtypes:
         module, spec = load_candidate(STAGES[dtype])
-        for shape in SHAPES:
+        for shape in shapes:
             seen = set()
-            for config in configs_for(dtype, shape):
+            for config in configs_for(dtype, shape, splits, not args.no_chunk8):
                 sched = plan_of(module, spec, shape, config.knobs)
                 if (sched.why, sched.chunk_m) in seen:      # the same schedule as one already planned
                     continue
@@ -167,8 +188,8 @@ def main(argv: list[str] | None = None) -> int:
         ratio = got.get("ratio_vs_vendor_graph")
         print(f"[{n}/{len(plan)} {time.monotonic() - start:.0f}s] {dtype} {'x'.join(map(str, shape))} "
               f"{config.label}: " + (f"{ratio:.3f}" if ratio else str(got)[:160]), flush=True)
-        (out / "v11_decode_sweep.json").write_text(json.dumps({"meta": meta, "records": records}, indent=1))
-    write_table(records, meta, out)
+        (out / f"{args.name}.json").write_text(json.dumps({"meta": meta, "records": records}, indent=1))
+    write_table(records, meta, out, args.name)
     return 0
 
 
