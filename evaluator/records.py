@@ -163,6 +163,8 @@ class EvaluationRecord:
     #                                  (line, end_line, statement, cause, reason, defines, why: evaluator.foreign_import)
     meta_allocations: list[dict] | None = None  # a foreign entry's GPU allocations by name, made on `meta`
     #                                  (line, call, device, statement, sibling: evaluator.meta_device)
+    argument_layouts: list[str] | None = None  # a foreign compile error's matrix arguments as stored
+    #                                  (`b 4096x4096 float16 column-major (:T)`: evaluator.foreign.matrix_layouts)
     label: str | None = None         # batch mode: the file's path relative to the batch root
     objective: dict | None = None    # a run's problem: the static estimate at each objective shape and their mean
     undocumented: dict[str, Any] = field(default_factory=dict)

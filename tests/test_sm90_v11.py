@@ -48,8 +48,10 @@ def test_decode_rows_of_the_decision_table(path):
     assert issue.swap_ab and issue.block_m == 16 and issue.split_k == 2 and issue.grid == 64
     one = table(path, (1, 6144, 4096))       # 48 tiles of 128 rows are enough in flight: no split
     assert one.block_m == 16 and one.split_k == 1 and one.grid == 48
-    wide = table(path, (128, 28672, 4096))   # a 128-row A box: 64-row tiles, 448 of them, no split
-    assert wide.block_m == 128 and wide.block_n == 64 and wide.split_k == 1 and wide.grid == SMS
+    tall = table(path, (128, 8192, 8192))    # a 128-row A box: 64-row tiles, 128 of them (one wave), no split
+    assert tall.block_m == 128 and tall.block_n == 64 and tall.split_k == 1 and tall.grid == 128
+    wide = table(path, (128, 28672, 4096))   # 448 tiles of 64 would be 3.4 waves: 224 of 128 rows, no split
+    assert wide.block_m == 128 and wide.block_n == 128 and wide.split_k == 1 and wide.grid == SMS
     assert [module.small_block_m(m) for m in (1, 16, 17, 64, 65, 128)] == [16, 16, 32, 64, 128, 128]
     for m in (1, 16, 32, 64, 128):           # the ring and the epilogue scratch stay in shared memory
         s = table(path, (m, 8192, 8192))
@@ -87,10 +89,15 @@ def test_split_choice_fills_the_rows_in_flight_and_keeps_steps_per_range():
                for bn in (64, 128) for k in (4, 33, 64, 448))
 
 
-def test_tall_a_boxes_take_narrow_tiles():
-    module, _ = load_candidate(BF16)
-    assert module.small_block_n(128, 0) == 64 and module.small_block_n(64, 0) == 128
-    assert module.small_block_n(128, 128) == 128                     # the knob wins
+@pytest.mark.parametrize("path", [BF16, FP8], ids=["bf16", "fp8"])
+def test_tall_a_boxes_take_narrow_tiles_unless_they_outnumber_the_sms(path):
+    module, _ = load_candidate(path)
+    assert module.small_block_n(128, 8192, 132, 0) == 64             # 128 tiles of 64: one wave
+    assert module.small_block_n(128, 8448, 132, 0) == 64             # 132 tiles: still one wave
+    assert module.small_block_n(128, 8512, 132, 0) == 128            # 133 tiles: a second wave for one
+    assert module.small_block_n(128, 10240, 132, 0) == 128           # 160 tiles of 64 would be 1.2 waves
+    assert module.small_block_n(64, 4096, 132, 0) == 128             # a short A box: W's rows dominate anyway
+    assert module.small_block_n(128, 10240, 132, 64) == 64           # the knob wins
 
 
 @pytest.mark.parametrize("path", [BF16, FP8], ids=["bf16", "fp8"])

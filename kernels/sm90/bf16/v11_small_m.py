@@ -18,7 +18,8 @@ that is 16 tiles, split-K 4 (its cap) makes 64 CTAs, and 68 of the 132 SMs strea
    128 registers per thread, and a second warpgroup would only halve the rows each one streams.
 4. Split-K only as far as HBM needs it: the smallest S in 1..16 that puts 48 x 128 of W's rows in flight
    (tiles x S x tile rows, SMALL_FILL_ROWS), with balanced K ranges (>= 4 steps each), and 64-row tiles when A's
-   box is 128 tall (M > 64), so a CTA's feed is not half A. Set from an H200 sweep (stop 32,
+   box is 128 tall (M > 64), so a CTA's feed is not half A, unless 64-row tiles would outnumber the SMs (then
+   the last wave's tiles run alone: 128 rows, stop 33's v11_width_sweep.md). Set from an H200 sweep (stop 32,
    benchmarks/results/v11_decode_sweep.md): a split costs more than its partials' traffic, and 48 CTAs of 128
    rows already pull ~3 TB/s, so the earlier rule (the split that minimized the busiest SM's K steps, S = 4 to 9
    at most shapes) lost 5 to 20% to S = 1 or 2. 16 x 4096 x 14336: 32 tiles, S = 2; 1 x 6144 x 4096: 48 tiles, no
@@ -35,7 +36,7 @@ when v10's 128 x 256 tiles fill every SM (128 x 57344 x 8192: v10's path 1.03x t
 
 | geometry                                  | schedule                                                      |
 |-------------------------------------------|---------------------------------------------------------------|
-| M <= SMALL_M (128), unless v10 fills the SMs | decode: C^T tiles of 128 (64 if M > 64) n x M rounded up, split-K to fill HBM |
+| M <= SMALL_M (128), unless v10 fills the SMs | decode: C^T tiles of 128 (64 if M > 64 and N <= 64 x SMs) n x M rounded up, split-K to fill HBM |
 | M > SMALL_M, or M > 64 and v10's tiles >= SMs | v10's table: 128 x 256 tiles, half-width tiles, or split-K 2/4 |
 
 Correctness at the edges: N and K need only be multiples of 8 (TMA strides); W's rows past N and K's tail past
@@ -552,12 +553,16 @@ def small_split(tiles: int, block_n: int, k_steps: int, min_steps: int) -> int:
     return SMALL_SPLITS[-1]
 
 
-def small_block_n(block_m: int, SMALL_BLOCK_N: int) -> int:
+def small_block_n(block_m: int, N: int, sms: int, SMALL_BLOCK_N: int) -> int:
     """W's rows per tile on the decode path: the knob, or (0) 64 when A's box is as tall as W's (M > 64), so a
-    CTA's feed is not half A (the sweep's 128 x 4096 x 4096: 0.95x the vendor at 64 rows, at best 0.81x at 128)."""
+    CTA's feed is not half A, unless 64-row tiles outnumber the SMs: then the tiles past the first wave run
+    alone at the end, and 128 rows win. Measured on the H200 (stop 33, benchmarks/results/v11_width_sweep.md,
+    the table's split): 64 rows lead at every N <= 64 x 132 (M = 128: 128 x 8192 x 8192 0.94x the vendor vs
+    0.80x at 128 rows), 128 rows at every N above (128 x 10240 x 8192 0.91x vs 0.70x, 128 x 28672 x 4096 0.99x
+    vs 0.90x)."""
     if SMALL_BLOCK_N:
         return SMALL_BLOCK_N
-    return 64 if block_m >= 128 else 128
+    return 64 if block_m >= 128 and triton.cdiv(N, 64) <= sms else 128
 
 
 def reducer_chunk(block_m: int, split: int) -> int:
@@ -573,7 +578,7 @@ def small_schedule(M: int, N: int, K: int, sms: int, BLOCK_K: int, SMALL_BLOCK_N
                    SMALL_MIN_SPLIT_STEPS: int, SMALL_CHUNK_M: int = 0) -> Schedule:
     """The decode rows of the decision table (M <= SMALL_M): tile, ring depth, split and grid."""
     block_m = small_block_m(M)
-    block_n = small_block_n(block_m, SMALL_BLOCK_N)
+    block_n = small_block_n(block_m, N, sms, SMALL_BLOCK_N)
     tiles = triton.cdiv(N, block_n)
     k_steps = triton.cdiv(K, BLOCK_K)
     stage_bytes = (block_n + block_m) * BLOCK_K * ELEMENT_BYTES

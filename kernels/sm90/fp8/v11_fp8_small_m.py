@@ -17,7 +17,7 @@ torch._scaled_mm with use_fast_accum=True, as for v10-fp8.
 
 | geometry             | schedule                                                                    |
 |----------------------|-----------------------------------------------------------------------------|
-| M <= SMALL_M (128), unless v10 fills the SMs | decode: C^T tiles of 128 (64 if M > 64) n x M, K steps of 128 |
+| M <= SMALL_M (128), unless v10 fills the SMs | decode: C^T tiles of 128 (64 if M > 64 and N <= 64 x SMs) n x M, K steps of 128 |
 | M > SMALL_M, or M > 64 and v10's tiles >= SMs | v10-fp8's table (128 x 256 tiles, half-width, split-K 2/4) |
 
 What to look for in SASS: `QGMMA.64x16x32.F32.E4M3.E4M3` at M = 16, two `UTMALDG` in the producer, two `LDG` of the
@@ -520,12 +520,16 @@ def small_split(tiles: int, block_n: int, k_steps: int, min_steps: int) -> int:
     return SMALL_SPLITS[-1]
 
 
-def small_block_n(block_m: int, SMALL_BLOCK_N: int) -> int:
+def small_block_n(block_m: int, N: int, sms: int, SMALL_BLOCK_N: int) -> int:
     """W's rows per tile on the decode path: the knob, or (0) 64 when A's box is as tall as W's (M > 64), so a
-    CTA's feed is not half A (the sweep's 128 x 4096 x 4096: 0.95x the vendor at 64 rows, at best 0.81x at 128)."""
+    CTA's feed is not half A, unless 64-row tiles outnumber the SMs: then the tiles past the first wave run
+    alone at the end, and 128 rows win. Measured on the H200 (stop 33, benchmarks/results/v11_width_sweep.md,
+    the table's split): 64 rows lead at every N <= 64 x 132 (M = 128: 128 x 8192 x 8192 0.94x the vendor vs
+    0.80x at 128 rows), 128 rows at every N above (128 x 10240 x 8192 0.91x vs 0.70x, 128 x 28672 x 4096 0.99x
+    vs 0.90x)."""
     if SMALL_BLOCK_N:
         return SMALL_BLOCK_N
-    return 64 if block_m >= 128 else 128
+    return 64 if block_m >= 128 and triton.cdiv(N, 64) <= sms else 128
 
 
 def reducer_chunk(block_m: int, split: int) -> int:
@@ -541,7 +545,7 @@ def small_schedule(M: int, N: int, K: int, sms: int, BLOCK_K: int, SMALL_BLOCK_N
                    SMALL_MIN_SPLIT_STEPS: int, SMALL_CHUNK_M: int = 0) -> Schedule:
     """The decode rows of the decision table (M <= SMALL_M): tile, ring depth, split and grid."""
     block_m = small_block_m(M)
-    block_n = small_block_n(block_m, SMALL_BLOCK_N)
+    block_n = small_block_n(block_m, N, sms, SMALL_BLOCK_N)
     tiles = triton.cdiv(N, block_n)
     k_steps = triton.cdiv(K, BLOCK_K)
     stage_bytes = (block_n + block_m) * BLOCK_K * ELEMENT_BYTES
