@@ -101,6 +101,18 @@ def test_tall_a_boxes_take_narrow_tiles_unless_they_outnumber_the_sms(path):
 
 
 @pytest.mark.parametrize("path", [BF16, FP8], ids=["bf16", "fp8"])
+def test_a_boxes_stop_within_16_rows_of_m(path):
+    module, _ = load_candidate(path)
+    assert [module.small_a_box(m, module.small_block_m(m)) for m in (1, 16, 17, 64, 72, 96, 128)] == [
+        16, 16, 16, 64, 16, 16, 128]
+    for m in range(1, 129):
+        box = module.small_a_box(m, module.small_block_m(m))
+        loads = -(-m // box)
+        assert loads * box >= m and loads * box - m < 16 and loads * box <= module.small_block_m(m), m
+    assert table(path, (96, 8192, 8192)).a_box == 16 and table(path, (128, 8192, 8192)).a_box == 128
+
+
+@pytest.mark.parametrize("path", [BF16, FP8], ids=["bf16", "fp8"])
 def test_v11_passes_the_candidate_policy(path):
     assert check_policy(path) == []
 
@@ -180,7 +192,10 @@ def has_sm90() -> bool:
     ((1, 6144, 4096), {}), ((7, 1016, 1008), {}), ((7, 1016, 1008), {"SMALL_SPLIT_K": 16}),
     ((7, 1016, 1008), {"SMALL_BLOCK_N": 64}), ((16, 4096, 14336), {}), ((16, 4096, 14336), {"SMALL_SPLIT_K": 1}),
     ((100, 4104, 14336), {}), ((128, 28672, 4096), {}), ((128, 28672, 4096), {"SMALL_SPLIT_K": 4}),
-    ((129, 1016, 1008), {}), ((1000, 1016, 1008), {})])
+    ((129, 1016, 1008), {}), ((1000, 1016, 1008), {}),
+    # M short of its ring slot: 16-row A boxes, the slot's last rows never written (72: 5 boxes of a 128-row slot;
+    # 33: 3 boxes of 64, 15 rows past M; 96 under split-K: the reducer meets the unwritten columns too)
+    ((72, 10240, 1024), {}), ((33, 1016, 1008), {}), ((96, 1016, 1008), {"SMALL_SPLIT_K": 4})])
 def test_v11_is_correct_and_bitwise_reproducible(path, shape, knobs):
     module, spec = load_candidate(path)
     device = torch.device("cuda")

@@ -125,6 +125,7 @@ SMALL_WARPS = 4                   # one consumer warpgroup (the producer warp co
 SMALL_SMEM_BYTES = 200 * 1024     # decode ring + epilogue scratch, under the 227 KiB a block may use
 MAX_SMALL_STAGES = 12
 SMALL_CHUNK_M = 8                 # fewest tokens the split-K reducer sums at a time
+SMALL_A_BOX = 16                  # A's TMA box rows when M does not fill its ring slot (see small_a_box)
 SMALL_REDUCE_REGS = 128           # registers the reducer's S loads in flight may take per thread
 SMALL_FILL_ROWS = 48 * 128        # W rows in flight that saturate HBM (measured, see small_split)
 ELEMENT_BYTES = 1
@@ -360,8 +361,10 @@ def small_unit_range(unit, num_tiles, k_steps, SPLIT_K: gl.constexpr):
 
 @gluon.jit
 def small_producer(a_desc, b_desc, a_smem, b_smem, ready, empty, c_ptr, ws_ptr, cnt_ptr, a_scale_ptr, b_scale_ptr, M, N, K, ldc,
-                   NUM_STAGES: gl.constexpr, SPLIT_K: gl.constexpr, CHUNK_M: gl.constexpr):
+                   NUM_STAGES: gl.constexpr, SPLIT_K: gl.constexpr, CHUNK_M: gl.constexpr,
+                   A_LOADS: gl.constexpr):
     """One warp: for every (work unit, K step), wait for a free slot, then copy B's rows and all of A's rows."""
+    A_BOX: gl.constexpr = a_desc.block_type.shape[0]
     BLOCK_NB: gl.constexpr = b_desc.block_type.shape[0]
     BLOCK_K: gl.constexpr = b_desc.block_type.shape[1]
     num_tiles = gl.cdiv(N, BLOCK_NB)
@@ -373,18 +376,22 @@ def small_producer(a_desc, b_desc, a_smem, b_smem, ready, empty, c_ptr, ws_ptr, 
             s = i % NUM_STAGES
             mbarrier.wait(empty.index(s), ((i // NUM_STAGES) & 1) ^ 1)
             bar = ready.index(s)
-            # A's box has only the rows the schedule rounded M up to; rows past M arrive as zeros (no traffic).
-            mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+            # A's rows arrive in A_LOADS boxes that stop at M (to 16 rows): a box overhanging M is filled with zeros
+            # far slower than real rows load (stop 33: 72 x 8192 x 8192 took 1.6x the time of 128 x 8192 x 8192).
+            # Rows past the last box are never written; they meet only C^T's columns past M, which are not stored.
+            mbarrier.expect(bar, A_LOADS * a_desc.block_type.nbytes + b_desc.block_type.nbytes)
             tma_load(b_desc, [tile * BLOCK_NB, k * BLOCK_K], bar, b_smem.index(s))
-            tma_load(a_desc, [0, k * BLOCK_K], bar, a_smem.index(s))
+            for r in gl.static_range(A_LOADS):
+                tma_load(a_desc, [r * A_BOX, k * BLOCK_K], bar, a_smem.index(s).slice(r * A_BOX, A_BOX))
             i += 1
 
 
 @gluon.jit
 def small_consumer(a_desc, b_desc, a_smem, b_smem, ready, empty, c_ptr, ws_ptr, cnt_ptr, a_scale_ptr, b_scale_ptr, M, N, K, ldc,
-                   NUM_STAGES: gl.constexpr, SPLIT_K: gl.constexpr, CHUNK_M: gl.constexpr):
+                   NUM_STAGES: gl.constexpr, SPLIT_K: gl.constexpr, CHUNK_M: gl.constexpr,
+                   A_LOADS: gl.constexpr):
     """One warpgroup: wgmma (B tile x A^T) on each ready slot, then C^T's tile written back transposed."""
-    BLOCK_MA: gl.constexpr = a_desc.block_type.shape[0]
+    BLOCK_MA: gl.constexpr = a_smem.shape[1]
     BLOCK_NB: gl.constexpr = b_desc.block_type.shape[0]
     BLOCK_K: gl.constexpr = b_desc.block_type.shape[1]
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps(), 1],
@@ -446,8 +453,10 @@ def small_consumer(a_desc, b_desc, a_smem, b_smem, ready, empty, c_ptr, ws_ptr, 
 @gluon.jit
 def small_kernel(a_desc, b_desc, c_ptr, ws_ptr, cnt_ptr, a_scale_ptr, b_scale_ptr, M, N, K, ldc, NUM_STAGES: gl.constexpr,
                  PRODUCER_REGS: gl.constexpr, SPLIT_K: gl.constexpr, CHUNK_M: gl.constexpr,
-                 num_warps: gl.constexpr):
-    a_smem = gl.allocate_shared_memory(a_desc.dtype, [NUM_STAGES] + a_desc.block_type.shape, a_desc.layout)
+                 A_ROWS: gl.constexpr, A_LOADS: gl.constexpr, num_warps: gl.constexpr):
+    # A's ring slot is A_ROWS tall (the wgmma N, M rounded up to a power of two); its descriptor's box is shorter.
+    BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
+    a_smem = gl.allocate_shared_memory(a_desc.dtype, [NUM_STAGES, A_ROWS, BLOCK_K], a_desc.layout)
     b_smem = gl.allocate_shared_memory(b_desc.dtype, [NUM_STAGES] + b_desc.block_type.shape, b_desc.layout)
     ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
@@ -456,9 +465,9 @@ def small_kernel(a_desc, b_desc, c_ptr, ws_ptr, cnt_ptr, a_scale_ptr, b_scale_pt
         mbarrier.init(empty.index(i), count=1)
     gl.warp_specialize([
         (small_consumer, (a_desc, b_desc, a_smem, b_smem, ready, empty, c_ptr, ws_ptr, cnt_ptr, a_scale_ptr, b_scale_ptr, M, N, K, ldc,
-                          NUM_STAGES, SPLIT_K, CHUNK_M)),
+                          NUM_STAGES, SPLIT_K, CHUNK_M, A_LOADS)),
         (small_producer, (a_desc, b_desc, a_smem, b_smem, ready, empty, c_ptr, ws_ptr, cnt_ptr, a_scale_ptr, b_scale_ptr, M, N, K, ldc,
-                          NUM_STAGES, SPLIT_K, CHUNK_M)),
+                          NUM_STAGES, SPLIT_K, CHUNK_M, A_LOADS)),
     ], worker_num_warps=[1], worker_num_regs=[PRODUCER_REGS])
     for i in gl.static_range(NUM_STAGES):
         mbarrier.invalidate(ready.index(i))
@@ -480,7 +489,8 @@ class Schedule:
     grid: int
     why: str
     swap_ab: bool = False    # the decode path: C^T = B @ A^T
-    block_m: int = 0         # decode path: A's box rows (M rounded up), the wgmma N
+    block_m: int = 0         # decode path: A's ring-slot rows (M rounded up), the wgmma N
+    a_box: int = 0           # decode path: rows of A's TMA box; ceil(M / a_box) boxes fill a slot's rows < M
     chunk_m: int = 0         # decode path under split-K: tokens the reducer sums per round
 
 
@@ -500,8 +510,14 @@ def choose_split(tiles: int, k_steps: int, sms: int, min_steps: int) -> int:
 
 
 def small_block_m(M: int) -> int:
-    """A's box rows on the decode path: M rounded up to a power of two, at least 16 (the wgmma N)."""
+    """A's ring-slot rows on the decode path: M rounded up to a power of two, at least 16 (the wgmma N)."""
     return max(16, triton.next_power_of_2(M))
+
+
+def small_a_box(M: int, block_m: int) -> int:
+    """Rows of A's TMA box on the decode path: the whole slot when M fills it, else 16, so the boxes that carry
+    A's M rows overhang M by fewer than 16 (a box past M is zero-filled, and far slower than a real load)."""
+    return block_m if M >= block_m else min(SMALL_A_BOX, block_m)
 
 
 def small_split(tiles: int, block_n: int, k_steps: int, min_steps: int) -> int:
@@ -557,7 +573,7 @@ def small_schedule(M: int, N: int, K: int, sms: int, BLOCK_K: int, SMALL_BLOCK_N
     chunk = min(block_m, SMALL_CHUNK_M) if SMALL_CHUNK_M else reducer_chunk(block_m, split)
     return Schedule(block_n, stages, 1, split, min(sms, tiles * split),
                     f"decode: {block_m}-row A box, {tiles} tiles of {block_n} n, split-K {split}",
-                    swap_ab=True, block_m=block_m, chunk_m=chunk)
+                    swap_ab=True, block_m=block_m, chunk_m=chunk, a_box=small_a_box(M, block_m))
 
 
 def schedule(M: int, N: int, K: int, sms: int, BLOCK_M: int, BLOCK_N: int, BLOCK_K: int, NUM_STAGES: int,
@@ -643,11 +659,12 @@ def make_plan(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, NUM_STAGES, GROUP_M, PRODUCER_
     if sched.swap_ab:
         tiles = triton.cdiv(N, sched.block_n)
         ws, cnt = workspace(a.device, tiles, sched.split_k, sched.block_n * sched.block_m)
-        blocks = ([sched.block_m, BLOCK_K], [sched.block_n, BLOCK_K])
+        # A's box is a_box rows of the slot's block_m; the slot's swizzle depends only on its 128-byte rows.
+        blocks = ([sched.a_box, BLOCK_K], [sched.block_n, BLOCK_K])
         layouts = tuple(gl.NVMMASharedLayout.get_default_for(blk, OPERAND_GL_DTYPE) for blk in blocks)
         return Plan(sched=sched, fn=small_kernel, blocks=blocks, layouts=layouts, num_warps=SMALL_WARPS,
                     scalars=(ws, cnt, M, N, K, c.stride(0), sched.num_stages, PRODUCER_REGS, sched.split_k,
-                             sched.chunk_m, SMALL_WARPS))
+                             sched.chunk_m, sched.block_m, triton.cdiv(M, sched.a_box), SMALL_WARPS))
     sub_n = sched.block_n // sched.epilogue_split
     tiles = triton.cdiv(M, BLOCK_M) * triton.cdiv(N, sched.block_n)
     ws, cnt = workspace(a.device, tiles, sched.split_k, BLOCK_M * sched.block_n)
