@@ -11,9 +11,12 @@ that is 16 tiles, split-K 4 (its cap) makes 64 CTAs, and 68 of the 132 SMs strea
    128-row tile per warpgroup) and the tokens become wgmma's N, which may be any multiple of 8 up to 256: the
    N of the instruction is M rounded up to a power of two (at least 16), so the tensor core and the shared
    memory hold almost only real work (`HGMMA.64x16x16` at M = 16).
-2. A's TMA box trimmed to the rows that exist (that rounded M, not 128); rows past M arrive as zeros, at no
-   memory traffic. A ring slot is W's 128 x 64 box (16 KiB) plus A's few rows, so the ring is 5 to 10 slots
-   deep within SMALL_SMEM_BYTES (up to ~180 KiB in flight per SM), enough to keep HBM busy.
+2. A's ring slot trimmed to the rows that exist (that rounded M, not 128), and filled by TMA boxes that stop at
+   M: one box when M fills the slot, else 16-row boxes, the last overhanging M by < 16 rows. A box past M is
+   zero-filled, and on the H200 that is slower than loading real rows (stop 33, benchmarks/results/
+   v11_abox_sweep.md: one 128-row box at M = 72 took 1.6x the time of M = 128 at 8192 x 8192; 16-row boxes made
+   M = 72 and 96 as fast as 128). A ring slot is W's 128 x 64 box (16 KiB) plus A's few rows, so the ring is 5
+   to 10 slots deep within SMALL_SMEM_BYTES (up to ~180 KiB in flight per SM), enough to keep HBM busy.
 3. One consumer warpgroup (4 warps) and the producer warp: a tile's accumulator is 128 x M fp32, at most
    128 registers per thread, and a second warpgroup would only halve the rows each one streams.
 4. Split-K only as far as HBM needs it: the smallest S in 1..16 that puts 48 x 128 of W's rows in flight
@@ -53,7 +56,10 @@ Figures, compile-only (ptxas, sm_90a, evaluator static path): at every shape of 
 Measured on the H200 (stop 32, benchmarks/results/llm_shapes.md, eval --run, graph replay vs torch.matmul, at
 the nine M <= 128 shapes of llm_shapes.py --quick): 0.935x to 1.040x, geometric mean 0.979x (with the first
 split rule 0.709x to 1.026x, mean 0.863x); at three more Llama-3-70B M = 128 layers 0.700x (128 x 10240 x 8192:
-160 tiles of 64 rows on 132 SMs, a second wave of 28 CTAs), 0.938x and 1.002x. At M >= 1024 v11 is v10
+160 tiles of 64 rows on 132 SMs, a second wave of 28 CTAs), 0.938x and 1.002x. Stop 33 (benchmarks/results/
+llm_shapes.md, 31 shapes with M <= 128, the Llama-3-8B and -70B layers at M = 72, 96, 128 besides the quick set):
+0.852x to 1.109x, geometric mean 0.983x, after the two fixes of items 2 and 4 (128 x 10240 x 8192 0.700x ->
+0.947x, 96 x 10240 x 8192 0.647x -> 1.094x, 96 x 8192 x 8192 0.703x -> 0.979x). At M >= 1024 v11 is v10
 (graph ratios within 0.1% of v10's). The goals of issue 25 (>= 1.0x at every M <= 128 shape, mean >= 1.1x) are
 missed: where it is fastest the stage moves 3.7 to 4.4 TB/s (W and A read once, C written once, over graph
 time), beside the vendor's 3.1 to 4.2, against a 4.8 TB/s datasheet peak. The first H200 run (stop 31) found

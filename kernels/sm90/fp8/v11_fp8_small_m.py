@@ -30,7 +30,9 @@ Figures, compile-only (ptxas, sm_90a, evaluator static path): at every shape of 
 use_fast_accum=True, nine M <= 128 shapes of llm_shapes.py --quick): 0.771x to 1.027x, geometric mean 0.953x
 (first split rule: 0.553x to 1.012x, mean 0.762x); lowest at 128 x 4096 x 4096 (16.8 MB of W, 8.4 us for the
 vendor: the kernel's fixed costs show) and, beyond the quick set, 0.700x at 128 x 10240 x 8192 (a 28-CTA second
-wave). Goals of issue 25 missed; see bf16 v11. The stop-31 unwritten-output bug (the plan held the first call's C)
+wave). Stop 33, with bf16 v11's two fixes (tail-aware tile width, A boxes that stop at M), at 31 shapes with
+M <= 128: 0.719x to 1.028x, geometric mean 0.918x (128 x 10240 x 8192 0.879x, 96 x 10240 x 8192 0.539x -> 0.923x;
+lowest at 72 to 128 x 4096 x 4096, 0.72x to 0.77x). Goals of issue 25 missed; see bf16 v11. The stop-31 unwritten-output bug (the plan held the first call's C)
 is fixed by `call_arguments`, and the GPU tests pass.
 
 v10-fp8's own notes (its path is this stage's for M > 128):
