@@ -62,7 +62,7 @@ class ArgSpec:
         return self.shape is not None
 
     def layout_text(self) -> str:
-        """How the tensor is stored, as a compile error should show it: `b 4096x4096 fp16 row-major`."""
+        """How the tensor is stored, as a compile error should show it: `b 4096x4096 float16 row-major`."""
         shape = "x".join(str(d) for d in self.shape)
         if len(self.shape) != 2:
             return f"{self.name} {shape} {self.dtype} contiguous"
@@ -241,7 +241,6 @@ def _bind(entry: str, fn, values: dict, path: str) -> None:
 _MISSING_NAME = re.compile(r"module '(?P<module>triton[\w.]*)' has no attribute '(?P<name>\w+)'"
                            r"|cannot import name '(?P<imported>\w+)' from '(?P<source>triton[\w.]*)'")
 _NO_MODULE = re.compile(r"No module named '(?P<module>[\w.]+)'")
-# Triton's launcher refuses a keyword that is neither a kernel parameter nor one of its launch options
 # A failure in the compiler's lowering passes (not in the file's Python or a Gluon API call): what an operand
 # stored along the other dimension than the kernel's layout reads it can cause. The AMD backend's words when a
 # load's contiguous run is one element (3.9.0: "can only be vectorized to 1 element(s)") point at it directly.
@@ -249,6 +248,7 @@ _LOWERING_FAILURE = re.compile(r"LLVM Translation failed|translate module to LLV
                                r"cannot lower|failed to legalize|vectorized to 1 element")
 _NARROW_LOAD = re.compile(r"vectorized to 1 element|provable alignment")
 _REMOVED_API = re.compile(r"(?P<name>\w+) has been removed")  # Triton's own words for an API it dropped
+# Triton's launcher refuses a keyword that is neither a kernel parameter nor one of its launch options
 _UNKNOWN_LAUNCH_OPTION = re.compile(r"Keyword argument (?P<name>\w+) was specified but unrecognised")
 
 
