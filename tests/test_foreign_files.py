@@ -150,6 +150,7 @@ def test_a_compile_error_says_how_the_matrices_were_stored_and_the_authors_layou
     # the located reason replaced the child's message, and the storage is said after it either way
     assert "; arguments as passed: a 128x256 float16 row-major, b 256x128 float16 row-major (" in row_major["message"]
     assert "NAME=KxN:dtype:T" in row_major["message"]
+    assert row_major["entry"] == "matmul" and row_major["args"] == ["a=128x256:fp16", "b=256x128:fp16"]  # reproducible
     column_major = json.loads(nearpeak(*base, "--arg", "b=256x128:fp16:T").stdout)
     assert column_major["status"] == "ok", column_major["message"]
     assert column_major["static"]["kernel"] == "tile_product"
