@@ -96,13 +96,19 @@ def measure(module, spec, shape, config: Config, device) -> dict:
 
 
 def parse_shapes(text: str) -> list[tuple[int, int, int]]:
-    """`96x8192x8192,128x10240x8192` -> [(96, 8192, 8192), (128, 10240, 8192)]; ValueError on anything else."""
+    """`96x8192x8192,128x10240x8192` -> [(96, 8192, 8192), (128, 10240, 8192)], each read by the evaluator's
+    `parse_shape`; ValueError for a malformed one or one with a weight (a sweep has no objective to weigh)."""
+    from evaluator.errors import UsageError
+    from evaluator.request import parse_shape
+
     shapes = []
     for item in filter(None, text.split(",")):
-        dims = tuple(int(d) for d in item.lower().split("x"))
-        if len(dims) != 3 or min(dims) < 1:
-            raise ValueError(f"{item!r} is not MxNxK")
-        shapes.append(dims)
+        if ":" in item:
+            raise ValueError(f"{item!r}: a sweep shape takes no weight")
+        try:
+            shapes.append(parse_shape(item.lower())[0])
+        except UsageError as err:
+            raise ValueError(err.message) from None
     return shapes
 
 

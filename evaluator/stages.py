@@ -156,9 +156,10 @@ def evaluate_foreign(path: str | Path, entry: str, args: list[str], target: str,
         record = error_record(path, target, err)
         # how the file was called, so a failure can be reproduced from its record alone
         record.update(entry=entry, args=list(args), import_paths=list(import_paths or []), env=dict(env or {}))
-        if record["status"] == "compile_error" and matrix_layouts(specs):
-            record["argument_layouts"] = matrix_layouts(specs)
-            record["message"] += layout_hint(record["message"], record["argument_layouts"])
+        layouts = matrix_layouts(specs)
+        if record["status"] == "compile_error" and layouts:
+            record["argument_layouts"] = layouts
+            record["message"] += layout_hint(record["message"], layouts)
         violation = getattr(err, "violation", None)
         if violation is not None:
             record["policy"] = {"violations": [violation.to_dict()]}
